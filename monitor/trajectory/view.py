@@ -1,0 +1,57 @@
+"""The call view (SCORING.md §1.3): the one way scorers read a run's tool calls."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, TypeAlias
+
+from monitor.trajectory.model import ABSENT, Run, ToolCall
+
+CallsSource: TypeAlias = Literal["auto", "selected", "executed"]
+Scope: TypeAlias = Literal["flatten", "own"]
+
+
+def order_key(call: ToolCall) -> tuple[int, int, int, str]:
+    """Executed calls by start time, unexecuted ones by the end of their emitting step."""
+    if call.executed and call.start_ns is not None:
+        when = call.start_ns
+    elif call.step_end_ns is not None:
+        when = call.step_end_ns
+    else:
+        when = call.start_ns or 0
+    return (
+        when,
+        call.step if call.step is not None else -1,
+        call.part if call.part is not None else -1,
+        call.span_id or "",
+    )
+
+
+def _collect(run: Run, depth: int, scope: Scope, out: list[ToolCall]) -> None:
+    for call in run.calls:
+        out.append(call if depth == 0 else dataclasses.replace(call, depth=depth + call.depth))
+    if scope == "flatten":
+        for child in run.children:
+            _collect(child, depth + 1, scope, out)
+
+
+def view(run: Run, calls_source: CallsSource = "auto", scope: Scope = "flatten") -> tuple[ToolCall, ...]:
+    """The run's calls for a scorer, re-indexed from 0 in §1.3 order.
+
+    ``auto``: every call (executed spans merged with the model's tool_call parts);
+    ``selected``: calls the model emitted as tool_call parts (executed or not), with the
+    arguments the model emitted; ``executed``: calls that have a tool span.
+    ``flatten`` includes nested agents' calls (``depth`` ≥ 1); ``own`` only this run's.
+    """
+    calls: list[ToolCall] = []
+    _collect(run, 0, scope, calls)
+    if calls_source == "selected":
+        calls = [
+            dataclasses.replace(c, args=c.requested_args if c.requested_args is not ABSENT else c.args)
+            for c in calls
+            if c.step is not None
+        ]
+    elif calls_source == "executed":
+        calls = [c for c in calls if c.executed]
+    calls.sort(key=order_key)
+    return tuple(dataclasses.replace(c, index=i) if c.index != i else c for i, c in enumerate(calls))
