@@ -1,0 +1,282 @@
+"""Spans of many interleaved traces in → closed traces out, with committable offsets.
+
+No span says "the run is over", so a trace closes when (checked by :meth:`Assembler.poll`):
+
+* ``complete``  its root span (no parent) has arrived and the trace has been idle ``root_idle_s``;
+* ``idle``      no root seen and idle ``idle_s`` (the root lives in another service, or was lost);
+* ``max_age``   open longer than ``max_age_s`` (forced);
+* ``max_spans`` it reached ``max_spans`` spans (forced, at once);
+* ``memory``    the assembler holds more than ``max_open_spans`` spans: the oldest traces are forced out;
+* ``shutdown``  :meth:`drain` closed it (forced).
+
+Spans of a trace already closed are *late*: counted (``stats.late_spans``), never re-emitted. Closed
+trace ids are remembered in a bounded LRU for ``late_window_s``.
+
+Offsets. For each (topic, partition) the committable offset is the low watermark: the smallest first
+offset of any trace still open with records on it, else the last consumed offset + 1. Committing it
+never loses an open trace; a restart re-reads the records of open traces (at-least-once). Records of
+one trace on several partitions are counted once per trace (``stats.split_traces``): the Collector
+must key records by trace id for a trace to be rebuilt whole.
+
+The assembler is pure state: it reads no clock (every call takes ``now``, seconds from any monotonic
+source) and does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal, TypeAlias
+
+from monitor.trajectory.spans import LogEvent, SpanRecord
+
+TopicPartition: TypeAlias = tuple[str, int]
+CloseReason: TypeAlias = Literal["complete", "idle", "max_age", "max_spans", "memory", "shutdown"]
+FORCED_REASONS: Final = frozenset({"max_age", "max_spans", "memory", "shutdown"})
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblerLimits:
+    root_idle_s: float = 5.0
+    idle_s: float = 30.0
+    max_age_s: float = 600.0
+    max_spans: int = 10_000
+    max_open_spans: int = 1_000_000
+    late_window_s: float = 600.0
+    max_remembered_closed: int = 200_000
+
+    def __post_init__(self) -> None:
+        for name in ("root_idle_s", "idle_s", "max_age_s", "late_window_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.max_spans < 1 or self.max_open_spans < 1:
+            raise ValueError("max_spans and max_open_spans must be >= 1")
+
+
+@dataclass(slots=True)
+class AssemblerStats:
+    """Monotonic counters; the daemon exports them as Prometheus counters."""
+
+    spans_in: int = 0
+    late_spans: int = 0
+    late_logs: int = 0
+    duplicate_spans: int = 0
+    split_traces: int = 0
+    closed: dict[str, int] = field(default_factory=dict)
+    dropped_traces: int = 0  # open traces dropped on revocation
+    logs_only_traces: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedTrace:
+    trace_id: str
+    spans: tuple[SpanRecord, ...]
+    logs: tuple[LogEvent, ...]
+    reason: CloseReason
+    first_offsets: dict[TopicPartition, int]
+
+    @property
+    def forced(self) -> bool:
+        return self.reason in FORCED_REASONS
+
+
+@dataclass(slots=True)
+class _Open:
+    trace_id: str
+    first_seen: float
+    last_activity: float
+    spans: list[SpanRecord] = field(default_factory=list)
+    logs: list[LogEvent] = field(default_factory=list)
+    span_ids: set[str] = field(default_factory=set)
+    has_root: bool = False
+    first_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    split_counted: bool = False
+
+
+class Assembler:
+    """Buffers spans per trace and emits closed traces; see the module docstring."""
+
+    def __init__(self, limits: AssemblerLimits | None = None) -> None:
+        self.limits = limits or AssemblerLimits()
+        self.stats = AssemblerStats()
+        self._open: dict[str, _Open] = {}
+        self._by_first: OrderedDict[str, None] = OrderedDict()  # insertion = first-seen order
+        self._rooted: OrderedDict[str, None] = OrderedDict()  # by last activity
+        self._rootless: OrderedDict[str, None] = OrderedDict()  # by last activity
+        self._closed: OrderedDict[str, float] = OrderedDict()  # trace id -> closed at
+        self._consumed: dict[TopicPartition, int] = {}
+        self._open_spans = 0
+        self._ready: list[ClosedTrace] = []
+
+    # ------------------------------------------------------------------ input
+
+    @property
+    def open_traces(self) -> int:
+        return len(self._open)
+
+    @property
+    def open_spans(self) -> int:
+        return self._open_spans
+
+    def add_spans(self, spans: Sequence[SpanRecord], tp: TopicPartition, offset: int, now: float) -> None:
+        """Take the spans of the record at ``offset`` on ``tp`` (any number of traces)."""
+        self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
+        limits = self.limits
+        for span in spans:
+            self.stats.spans_in += 1
+            trace = self._trace_for(span.trace_id, tp, offset, now)
+            if trace is None:
+                self.stats.late_spans += 1
+                continue
+            if span.span_id in trace.span_ids:
+                self.stats.duplicate_spans += 1
+                continue
+            trace.span_ids.add(span.span_id)
+            trace.spans.append(span)
+            self._open_spans += 1
+            if span.parent_span_id is None and not trace.has_root:
+                trace.has_root = True
+                self._rootless.pop(trace.trace_id, None)
+                self._rooted[trace.trace_id] = None
+            if len(trace.spans) >= limits.max_spans:
+                self._close(trace.trace_id, "max_spans", now)
+        self._enforce_memory(now)
+
+    def add_logs(self, events: Sequence[LogEvent], tp: TopicPartition, offset: int, now: float) -> None:
+        """Take GenAI log events of the record at ``offset`` on ``tp`` (the logs topic)."""
+        self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
+        for event in events:
+            trace = self._trace_for(event.trace_id, tp, offset, now)
+            if trace is None:
+                self.stats.late_logs += 1
+                continue
+            trace.logs.append(event)
+
+    def mark_consumed(self, tp: TopicPartition, offset: int) -> None:
+        """A record with no usable content (dead-lettered, empty) still advances the watermark."""
+        self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
+
+    def _trace_for(self, trace_id: str, tp: TopicPartition, offset: int, now: float) -> _Open | None:
+        trace = self._open.get(trace_id)
+        if trace is None:
+            if trace_id in self._closed:
+                return None
+            trace = _Open(trace_id, now, now)
+            self._open[trace_id] = trace
+            self._by_first[trace_id] = None
+            self._rootless[trace_id] = None
+        else:
+            trace.last_activity = now
+            order = self._rooted if trace.has_root else self._rootless
+            order.move_to_end(trace_id)
+        if tp not in trace.first_offsets:
+            trace.first_offsets[tp] = offset
+            topic = tp[0]
+            if not trace.split_counted and sum(1 for t, _ in trace.first_offsets if t == topic) > 1:
+                trace.split_counted = True
+                self.stats.split_traces += 1
+        return trace
+
+    # ------------------------------------------------------------------ output
+
+    def poll(self, now: float) -> list[ClosedTrace]:
+        """Close every trace whose rule fires at ``now``; return all traces closed since last poll."""
+        limits = self.limits
+        for order, wait, reason in (
+            (self._rooted, limits.root_idle_s, "complete"),
+            (self._rootless, limits.idle_s, "idle"),
+        ):
+            due: list[str] = []
+            for trace_id in order:
+                if now - self._open[trace_id].last_activity < wait:
+                    break
+                due.append(trace_id)
+            for trace_id in due:
+                self._close(trace_id, reason, now)  # type: ignore[arg-type]
+        due = []
+        for trace_id in self._by_first:
+            if now - self._open[trace_id].first_seen < limits.max_age_s:
+                break
+            due.append(trace_id)
+        for trace_id in due:
+            self._close(trace_id, "max_age", now)
+        self._forget_closed(now)
+        ready, self._ready = self._ready, []
+        return ready
+
+    def drain(self, now: float) -> list[ClosedTrace]:
+        """Close everything still open (``shutdown``) and return all pending closed traces."""
+        for trace_id in list(self._open):
+            self._close(trace_id, "shutdown", now)
+        ready, self._ready = self._ready, []
+        return ready
+
+    def revoke(self, partitions: Iterable[TopicPartition]) -> int:
+        """Drop open traces with records on revoked partitions (the new owner re-reads them).
+
+        Returns the number of traces dropped. Closed-but-unpolled traces are kept: the caller polls,
+        scores and commits them before giving the partitions up.
+        """
+        lost = set(partitions)
+        dropped = [t.trace_id for t in self._open.values() if lost.intersection(t.first_offsets)]
+        for trace_id in dropped:
+            trace = self._remove(trace_id)
+            self._open_spans -= len(trace.spans)
+        for tp in lost:
+            self._consumed.pop(tp, None)
+        self.stats.dropped_traces += len(dropped)
+        return len(dropped)
+
+    def committable(self) -> dict[TopicPartition, int]:
+        """Per partition, the offset that is safe to commit now (the low watermark)."""
+        low: dict[TopicPartition, int] = {tp: off + 1 for tp, off in self._consumed.items()}
+        for trace in self._open.values():
+            for tp, first in trace.first_offsets.items():
+                if tp in low and first < low[tp]:
+                    low[tp] = first
+        for closed in self._ready:  # closed but not yet handed out: not committable either
+            for tp, first in closed.first_offsets.items():
+                if tp in low and first < low[tp]:
+                    low[tp] = first
+        return low
+
+    def oldest_open_age(self, now: float) -> float:
+        for trace_id in self._by_first:
+            return now - self._open[trace_id].first_seen
+        return 0.0
+
+    # ------------------------------------------------------------------ internals
+
+    def _remove(self, trace_id: str) -> _Open:
+        trace = self._open.pop(trace_id)
+        self._by_first.pop(trace_id, None)
+        self._rooted.pop(trace_id, None)
+        self._rootless.pop(trace_id, None)
+        return trace
+
+    def _close(self, trace_id: str, reason: CloseReason, now: float) -> None:
+        trace = self._remove(trace_id)
+        self._open_spans -= len(trace.spans)
+        self._closed[trace_id] = now
+        self._closed.move_to_end(trace_id)
+        while len(self._closed) > self.limits.max_remembered_closed:
+            self._closed.popitem(last=False)
+        self.stats.closed[reason] = self.stats.closed.get(reason, 0) + 1
+        if not trace.spans:
+            self.stats.logs_only_traces += 1
+            return
+        self._ready.append(ClosedTrace(trace_id, tuple(trace.spans), tuple(trace.logs), reason, trace.first_offsets))
+
+    def _enforce_memory(self, now: float) -> None:
+        while self._open_spans > self.limits.max_open_spans and self._by_first:
+            oldest = next(iter(self._by_first))
+            self._close(oldest, "memory", now)
+
+    def _forget_closed(self, now: float) -> None:
+        window = self.limits.late_window_s
+        while self._closed:
+            _trace_id, closed_at = next(iter(self._closed.items()))
+            if now - closed_at < window:
+                break
+            self._closed.popitem(last=False)

@@ -1,0 +1,352 @@
+"""Parse chat messages, tool definitions and JSON content from every shape seen in agent spans.
+
+Shapes accepted (each detected per message or per part, so mixed lists work):
+
+* OTel GenAI ≥ 1.37: ``[{role, parts: [{type: text|tool_call|tool_call_response|…}]}]``
+  (``tool_call_response`` carries ``response`` per the schema, ``result`` per the registry example
+  and pydantic-ai);
+* OpenAI chat: ``{role, content: str | [parts], tool_calls: [{id, function: {name, arguments}}],
+  tool_call_id}``;
+* Anthropic: ``{role, content: [{type: text|tool_use|tool_result, …}]}``;
+* Gemini / Google ADK: ``{role: user|model, parts: [{text}|{function_call}|{function_response}]}``;
+* Bedrock Converse / strands: content blocks ``[{text}|{toolUse: {…}}|{toolResult: {…}}]``;
+* OTel ≤ 1.36 event bodies (``{content, tool_calls}``, ``gen_ai.choice``'s ``{message: …}``);
+* Python ``repr`` strings (openai-agents instrumentation), read with :func:`ast.literal_eval`.
+
+All functions are total: unknown shapes give ``None`` or an :class:`OtherPart`, never an exception.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from monitor.trajectory.model import (
+    ABSENT,
+    Captured,
+    Malformed,
+    Message,
+    Messages,
+    OtherPart,
+    Part,
+    TextPart,
+    ToolCallPart,
+    ToolDef,
+    ToolResultPart,
+)
+
+_ROLE_ALIASES = {
+    "model": "assistant",
+    "ai": "assistant",
+    "human": "user",
+    "function": "tool",
+    "developer": "system",
+}
+_MAX_PARSE_CHARS = 8 * 1024 * 1024
+
+
+def normalize_role(role: Any, default: str = "user") -> str:
+    if not isinstance(role, str) or not role:
+        return default
+    r = role.lower()
+    return _ROLE_ALIASES.get(r, r)
+
+
+def loads(value: Any) -> Any:
+    """Decode a JSON string (or a Python repr string); other values are returned unchanged.
+
+    Returns the string itself when it is neither JSON nor a Python literal.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text or text[0] not in '[{"0123456789-tfn' or len(text) > _MAX_PARSE_CHARS:
+        return value
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    if text[0] in "[{":
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return value
+    return value
+
+
+def decode_arguments(value: Any) -> Captured:
+    """Tool-call arguments: ABSENT for None, decoded JSON, or :class:`Malformed` raw text.
+
+    A JSON string that itself holds a JSON object (double encoding) is unwrapped once.
+    """
+    if value is None or value is ABSENT:
+        return ABSENT
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return Malformed(value.decode("utf-8", "replace"))
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return {}
+        try:
+            decoded = json.loads(text)
+        except (ValueError, RecursionError):
+            return Malformed(value)
+        if isinstance(decoded, str) and decoded.strip().startswith("{"):
+            try:
+                inner = json.loads(decoded)
+            except (ValueError, RecursionError):
+                return decoded
+            if isinstance(inner, dict):
+                return inner
+        return decoded
+    return value
+
+
+def decode_result(value: Any) -> Captured:
+    """A tool result: ABSENT for None, decoded JSON when the string is JSON, else the string."""
+    if value is None or value is ABSENT:
+        return ABSENT
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] in ("{", "[", '"') or text in ("true", "false", "null"):
+            try:
+                return json.loads(text)
+            except (ValueError, RecursionError):
+                return value
+        return value
+    return value
+
+
+# --------------------------------------------------------------------------- parts
+
+
+def _text_of(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [t for t in (_text_of(v) for v in value) if t]
+        return "\n".join(texts) if texts else None
+    if isinstance(value, Mapping):
+        for key in ("text", "content"):
+            v = value.get(key)
+            if isinstance(v, str):
+                return v
+    return None
+
+
+def _parse_part(part: Any) -> list[Part]:
+    if isinstance(part, str):
+        return [TextPart(part)]
+    if not isinstance(part, Mapping):
+        return []
+    ptype = part.get("type")
+    if ptype == "text" or (ptype is None and isinstance(part.get("text"), str) and len(part) <= 3):
+        text = part.get("content", part.get("text"))
+        return [TextPart(text if isinstance(text, str) else "")]
+    if ptype in ("tool_call", "function_call", "tool_use"):
+        name = part.get("name")
+        args = part.get("arguments", part.get("input", part.get("args", ABSENT)))
+        if ptype == "function_call" and isinstance(part.get("function"), Mapping):
+            name = part["function"].get("name", name)
+        return [ToolCallPart(str(name or ""), _id(part.get("id") or part.get("call_id")), decode_arguments(args))]
+    if ptype in ("tool_call_response", "tool_result", "function_call_output", "function_response"):
+        response = part.get("response", part.get("result", part.get("content", part.get("output", ABSENT))))
+        return [
+            ToolResultPart(
+                _id(part.get("id") or part.get("tool_use_id") or part.get("call_id")),
+                decode_result(response),
+                part.get("name") if isinstance(part.get("name"), str) else None,
+            )
+        ]
+    # Gemini / ADK parts
+    fc = part.get("function_call") or part.get("functionCall")
+    if isinstance(fc, Mapping):
+        return [ToolCallPart(str(fc.get("name") or ""), _id(fc.get("id")), decode_arguments(fc.get("args", {})))]
+    fr = part.get("function_response") or part.get("functionResponse")
+    if isinstance(fr, Mapping):
+        name = fr.get("name")
+        return [
+            ToolResultPart(
+                _id(fr.get("id")), decode_result(fr.get("response")), name if isinstance(name, str) else None
+            )
+        ]
+    # Bedrock Converse / strands blocks
+    tu = part.get("toolUse")
+    if isinstance(tu, Mapping):
+        return [
+            ToolCallPart(str(tu.get("name") or ""), _id(tu.get("toolUseId")), decode_arguments(tu.get("input", {})))
+        ]
+    tr = part.get("toolResult")
+    if isinstance(tr, Mapping):
+        return [ToolResultPart(_id(tr.get("toolUseId")), decode_result(tr.get("content")))]
+    if ptype is None and isinstance(part.get("text"), str):
+        return [TextPart(part["text"])]
+    if isinstance(ptype, str):
+        content = part.get("content")
+        return [OtherPart(ptype, content if isinstance(content, str) else None)]
+    return []
+
+
+def _id(value: Any) -> str | None:
+    if isinstance(value, str):
+        value = value.strip()
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _openai_tool_calls(calls: Any) -> list[Part]:
+    parts: list[Part] = []
+    if not isinstance(calls, list):
+        return parts
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        fn = call.get("function")
+        if isinstance(fn, Mapping):
+            parts.append(
+                ToolCallPart(str(fn.get("name") or ""), _id(call.get("id")), decode_arguments(fn.get("arguments")))
+            )
+        elif "name" in call:
+            args = call.get("arguments", call.get("args", call.get("input", ABSENT)))
+            parts.append(ToolCallPart(str(call.get("name") or ""), _id(call.get("id")), decode_arguments(args)))
+    return parts
+
+
+def parse_message(obj: Any, default_role: str = "user") -> Message | None:
+    """One message in any supported shape; None when ``obj`` is not a message."""
+    obj = loads(obj)
+    if isinstance(obj, str):
+        return Message(default_role, (TextPart(obj),))
+    if not isinstance(obj, Mapping):
+        return None
+    if "message" in obj and isinstance(loads(obj["message"]), Mapping | list) and "role" not in obj:
+        inner = loads(obj["message"])  # gen_ai.choice body / strands event attribute
+        if isinstance(inner, list):
+            return Message(normalize_role(obj.get("role"), "assistant"), tuple(_parts_of(inner)))
+        return parse_message(inner, "assistant")
+    if obj.get("type") == "function_call" and "role" not in obj:  # OpenAI Responses output item
+        return Message("assistant", tuple(_parse_part(obj)))
+    if obj.get("type") == "function_call_output" and "role" not in obj:
+        return Message("tool", tuple(_parse_part(obj)))
+    role = normalize_role(obj.get("role"), default_role)
+    parts: list[Part] = []
+    if "parts" in obj:
+        parts.extend(_parts_of(loads(obj["parts"])))
+    content = loads(obj.get("content")) if "content" in obj else None
+    if isinstance(content, str):
+        if content:
+            parts.append(TextPart(content))
+    elif isinstance(content, list):
+        parts.extend(_parts_of(content))
+    elif isinstance(content, Mapping):
+        parts.extend(_parse_part(content))
+    parts.extend(_openai_tool_calls(obj.get("tool_calls")))
+    if (role == "tool" and obj.get("tool_call_id") is not None) or (role == "tool" and "id" in obj and not parts):
+        text = _text_of(content)
+        parts = [
+            ToolResultPart(
+                _id(obj.get("tool_call_id") or obj.get("id")), decode_result(text if text is not None else content)
+            )
+        ]
+    return Message(role, tuple(parts))
+
+
+def _parts_of(value: Any) -> list[Part]:
+    out: list[Part] = []
+    if isinstance(value, list):
+        for part in value:
+            out.extend(_parse_part(part))
+    elif isinstance(value, str):
+        out.append(TextPart(value))
+    return out
+
+
+def parse_messages(value: Any, default_role: str = "user") -> Messages | None:
+    """A list of messages in any supported shape; None when absent or unrecognisable.
+
+    A plain string becomes one message of ``default_role``; a Gemini request
+    (``{"contents": [...]}``) and an OpenAI request (``{"messages": [...]}``) are unwrapped.
+    """
+    if value is None:
+        return None
+    value = loads(value)
+    if isinstance(value, str):
+        return (Message(default_role, (TextPart(value),)),) if value else None
+    if isinstance(value, Mapping):
+        for key in ("messages", "contents", "input"):
+            inner = loads(value.get(key))
+            if isinstance(inner, list):
+                return parse_messages(inner, default_role)
+        if "content" in value and isinstance(value.get("content"), Mapping):  # Gemini response
+            msg = parse_message(value["content"], "assistant")
+            return (msg,) if msg else None
+        msg = parse_message(value, default_role)
+        return (msg,) if msg else None
+    if isinstance(value, list):
+        msgs = [m for m in (parse_message(v, default_role) for v in value) if m is not None]
+        return tuple(msgs) if msgs else None
+    return None
+
+
+def messages_text(messages: Sequence[Message] | None, role: str = "assistant") -> str | None:
+    """Text of the last message with ``role`` that has text (None if none)."""
+    if not messages:
+        return None
+    for message in reversed(messages):
+        if message.role == role and message.text:
+            return message.text
+    return None
+
+
+# --------------------------------------------------------------------------- tool definitions
+
+
+def parse_tool_definitions(value: Any, source: str) -> tuple[ToolDef, ...] | None:
+    """Tool definitions from OTel (flat), OpenAI (nested ``function``), Anthropic (``input_schema``),
+    Gemini (``function_declarations``) or plain name lists. None when unrecognisable."""
+    value = loads(value)
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        if isinstance(value.get("tools"), list):
+            return parse_tool_definitions(value["tools"], source)
+        value = [value]
+    if not isinstance(value, list):
+        return None
+    out: list[ToolDef] = []
+    for item in value:
+        item = loads(item)
+        if isinstance(item, str):
+            out.append(ToolDef(item, source=source))
+            continue
+        if not isinstance(item, Mapping):
+            continue
+        decls = item.get("function_declarations") or item.get("functionDeclarations")
+        if isinstance(decls, list):
+            nested = parse_tool_definitions(decls, source)
+            out.extend(nested or ())
+            continue
+        fn: Mapping[str, Any] = item["function"] if isinstance(item.get("function"), Mapping) else item
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        schema = fn.get("parameters", fn.get("input_schema", fn.get("inputSchema", fn.get("parameters_json_schema"))))
+        schema = loads(schema)
+        desc = fn.get("description")
+        out.append(
+            ToolDef(
+                name, desc if isinstance(desc, str) else None, schema if isinstance(schema, Mapping) else None, source
+            )
+        )
+    return tuple(out)

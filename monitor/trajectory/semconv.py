@@ -1,0 +1,209 @@
+"""Our own catalogue of the span keys and values we read, per convention.
+
+One place for every attribute name, event name and magic value; normalizers import from here and
+never spell a key inline. Sources: ``shared/reference/otel-agent-spans.md`` (§1 OTel GenAI,
+§2 OpenInference, §3 OpenLLMetry, §4 frameworks) and the spans recorded in
+``tests/fixtures/frameworks``. The upstream constant modules are deprecated or version-specific,
+so we keep the strings here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+class GenAI:
+    """OpenTelemetry GenAI semantic conventions (v1.28 … v1.41 and the genai repo)."""
+
+    OPERATION: Final = "gen_ai.operation.name"
+    PROVIDER: Final = "gen_ai.provider.name"
+    SYSTEM: Final = "gen_ai.system"  # deprecated ≥ 1.37, still common
+    REQUEST_MODEL: Final = "gen_ai.request.model"
+    RESPONSE_MODEL: Final = "gen_ai.response.model"
+    AGENT_NAME: Final = "gen_ai.agent.name"
+    AGENT_ID: Final = "gen_ai.agent.id"
+    CONVERSATION_ID: Final = "gen_ai.conversation.id"
+    TOOL_NAME: Final = "gen_ai.tool.name"
+    TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+    TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
+    TOOL_TYPE: Final = "gen_ai.tool.type"
+    TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+    TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+    TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+    INPUT_MESSAGES: Final = "gen_ai.input.messages"
+    OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+    SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+    USAGE_INPUT: Final = "gen_ai.usage.input_tokens"
+    USAGE_OUTPUT: Final = "gen_ai.usage.output_tokens"
+    USAGE_PROMPT_OLD: Final = "gen_ai.usage.prompt_tokens"
+    USAGE_COMPLETION_OLD: Final = "gen_ai.usage.completion_tokens"
+    USAGE_CACHE_READ: Final = "gen_ai.usage.cache_read.input_tokens"
+    USAGE_CACHE_CREATION: Final = "gen_ai.usage.cache_creation.input_tokens"
+    USAGE_CACHE_READ_ALT: Final = "gen_ai.usage.cache_read_input_tokens"
+    USAGE_CACHE_CREATION_ALT: Final = "gen_ai.usage.cache_creation_input_tokens"
+    ERROR_TYPE: Final = "error.type"
+    # v1.27 span-event attributes
+    PROMPT: Final = "gen_ai.prompt"
+    COMPLETION: Final = "gen_ai.completion"
+
+
+class Op:
+    """Values of ``gen_ai.operation.name``."""
+
+    CHAT: Final = "chat"
+    GENERATE_CONTENT: Final = "generate_content"
+    TEXT_COMPLETION: Final = "text_completion"
+    RESPONSE: Final = "response"  # openai-agents-v2 ResponseSpan
+    EXECUTE_TOOL: Final = "execute_tool"
+    INVOKE_AGENT: Final = "invoke_agent"
+    CREATE_AGENT: Final = "create_agent"
+    INVOKE_WORKFLOW: Final = "invoke_workflow"
+
+    INFERENCE: Final = frozenset({CHAT, GENERATE_CONTENT, TEXT_COMPLETION, RESPONSE})
+
+
+class Events:
+    """Event names: span events, or log records in event mode (joined to their span)."""
+
+    EXCEPTION: Final = "exception"
+    EXCEPTION_TYPE: Final = "exception.type"
+    EXCEPTION_MESSAGE: Final = "exception.message"
+    SYSTEM_MESSAGE: Final = "gen_ai.system.message"
+    USER_MESSAGE: Final = "gen_ai.user.message"
+    ASSISTANT_MESSAGE: Final = "gen_ai.assistant.message"
+    TOOL_MESSAGE: Final = "gen_ai.tool.message"
+    CHOICE: Final = "gen_ai.choice"
+    OPERATION_DETAILS: Final = "gen_ai.client.inference.operation.details"
+    CONTENT_PROMPT: Final = "gen_ai.content.prompt"  # v1.27
+    CONTENT_COMPLETION: Final = "gen_ai.content.completion"  # v1.27
+
+    INPUT_EVENTS: Final = frozenset({SYSTEM_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_MESSAGE})
+    ROLE_OF: Final = {
+        SYSTEM_MESSAGE: "system",
+        USER_MESSAGE: "user",
+        ASSISTANT_MESSAGE: "assistant",
+        TOOL_MESSAGE: "tool",
+    }
+
+
+class OpenInference:
+    SPAN_KIND: Final = "openinference.span.kind"
+    KIND_TOOL: Final = "TOOL"
+    KIND_AGENT: Final = "AGENT"
+    KIND_LLM: Final = "LLM"
+    KIND_CHAIN: Final = "CHAIN"
+    INPUT_VALUE: Final = "input.value"
+    INPUT_MIME: Final = "input.mime_type"
+    OUTPUT_VALUE: Final = "output.value"
+    OUTPUT_MIME: Final = "output.mime_type"
+    TOOL_NAME: Final = "tool.name"
+    TOOL_DESCRIPTION: Final = "tool.description"
+    TOOL_PARAMETERS: Final = "tool.parameters"
+    TOOL_ID: Final = "tool.id"
+    TOOL_CALL_ID: Final = "tool_call.id"
+    TOOLS_PREFIX: Final = "llm.tools."  # llm.tools.<i>.tool.json_schema
+    TOOL_JSON_SCHEMA: Final = "tool.json_schema"
+    INPUT_MESSAGES_PREFIX: Final = "llm.input_messages."
+    OUTPUT_MESSAGES_PREFIX: Final = "llm.output_messages."
+    MODEL_NAME: Final = "llm.model_name"
+    PROVIDER: Final = "llm.provider"
+    SYSTEM: Final = "llm.system"
+    TOKENS_PROMPT: Final = "llm.token_count.prompt"
+    TOKENS_COMPLETION: Final = "llm.token_count.completion"
+    TOKENS_CACHE_READ: Final = "llm.token_count.prompt_details.cache_read"
+    TOKENS_CACHE_WRITE: Final = "llm.token_count.prompt_details.cache_write"
+    SESSION_ID: Final = "session.id"
+    AGENT_NAME: Final = "agent.name"
+    GRAPH_NODE_NAME: Final = "graph.node.name"
+    # suffixes under llm.{input,output}_messages.<i>.
+    MSG_ROLE: Final = "message.role"
+    MSG_CONTENT: Final = "message.content"
+    MSG_NAME: Final = "message.name"
+    MSG_TOOL_CALL_ID: Final = "message.tool_call_id"
+    MSG_TOOL_CALLS: Final = "message.tool_calls."
+    MSG_CONTENTS: Final = "message.contents."
+    TC_ID: Final = "tool_call.id"
+    TC_NAME: Final = "tool_call.function.name"
+    TC_ARGS: Final = "tool_call.function.arguments"
+
+
+class Traceloop:
+    """OpenLLMetry / Traceloop."""
+
+    SPAN_KIND: Final = "traceloop.span.kind"
+    KIND_TOOL: Final = "tool"
+    KIND_AGENT: Final = "agent"
+    KIND_WORKFLOW: Final = "workflow"
+    KIND_TASK: Final = "task"
+    ENTITY_NAME: Final = "traceloop.entity.name"
+    ENTITY_INPUT: Final = "traceloop.entity.input"
+    ENTITY_OUTPUT: Final = "traceloop.entity.output"
+    WORKFLOW_NAME: Final = "traceloop.workflow.name"
+    ASSOCIATION_PREFIX: Final = "traceloop.association.properties."
+    TASK_STATUS: Final = "gen_ai.task.status"
+    # legacy flattened LLM attributes (before 2026-03)
+    PROMPT_PREFIX: Final = "gen_ai.prompt."
+    COMPLETION_PREFIX: Final = "gen_ai.completion."
+    FUNCTIONS_PREFIX: Final = "llm.request.functions."
+    REQUEST_TYPE: Final = "llm.request.type"
+    TOTAL_TOKENS: Final = "llm.usage.total_tokens"
+    SESSION_KEYS: Final = ("session_id", "conversation_id", "thread_id")
+
+
+class PydanticAI:
+    AGENT_RUN_SPAN: Final = "agent run"  # instrumentation v2
+    RUNNING_TOOL_SPAN: Final = "running tool"  # instrumentation v2
+    AGENT_NAME: Final = "agent_name"
+    MODEL_NAME: Final = "model_name"
+    FINAL_RESULT: Final = "final_result"
+    ALL_MESSAGES: Final = "pydantic_ai.all_messages"
+    ALL_MESSAGES_EVENTS: Final = "all_messages_events"  # v1 form
+    TOOL_ARGUMENTS: Final = "tool_arguments"
+    TOOL_RESPONSE: Final = "tool_response"
+    TOOL_FAILURE_STAGE: Final = "pydantic_ai.tool.failure_stage"
+    MODEL_REQUEST_PARAMETERS: Final = "model_request_parameters"
+    AGGREGATED_INPUT: Final = "gen_ai.aggregated_usage.input_tokens"
+    AGGREGATED_OUTPUT: Final = "gen_ai.aggregated_usage.output_tokens"
+    INTERNAL_TOOLS: Final = frozenset({"final_result"})
+
+
+class ADK:
+    """Google ADK (``gcp.vertex.agent`` tracer)."""
+
+    SCOPE: Final = "gcp.vertex.agent"
+    TOOL_CALL_ARGS: Final = "gcp.vertex.agent.tool_call_args"
+    TOOL_RESPONSE: Final = "gcp.vertex.agent.tool_response"
+    LLM_REQUEST: Final = "gcp.vertex.agent.llm_request"
+    LLM_RESPONSE: Final = "gcp.vertex.agent.llm_response"
+    SESSION_ID: Final = "gcp.vertex.agent.session_id"
+    INVOCATION_SPAN: Final = "invocation"  # ADK 1.x root
+    CALL_LLM_SPAN: Final = "call_llm"  # ADK 1.x model span
+    NO_CALL_ID: Final = "<not specified>"
+    MERGED_TOOL_NAMES: Final = frozenset({"(merged tools)", "(merged)"})
+    MERGED_SPAN_PREFIX: Final = "execute_tool (merged"
+
+
+class Strands:
+    TOOL_STATUS: Final = "gen_ai.tool.status"
+    AGENT_TOOLS: Final = "gen_ai.agent.tools"
+    EVENT_CONTENT: Final = "content"
+    EVENT_MESSAGE: Final = "message"
+    EVENT_ID: Final = "id"
+
+
+class MCP:
+    METHOD: Final = "mcp.method.name"
+    TOOL_TYPES: Final = frozenset({"mcp", "McpTool", "MCPTool", "mcp_tool"})
+
+
+class Monitor:
+    """Our own attributes (offline evaluation keys, decode markers)."""
+
+    CASE_ID: Final = "monitor.eval.case_id"
+    TURN: Final = "monitor.eval.turn"
+    RUN: Final = "monitor.eval.run"
+    KEPT_ATTRIBUTES: Final = (CASE_ID, TURN, RUN)
+
+
+EXECUTE_TOOL_SPAN_PREFIX: Final = "execute_tool "
+INVOKE_AGENT_SPAN_PREFIX: Final = "invoke_agent "
