@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from monitor.trajectory.model import ABSENT, Captured
+from monitor.trajectory.model import ABSENT, Captured, ToolDef
 
 Category: TypeAlias = Literal["golden", "secondary", "negative"]
 
@@ -28,6 +28,19 @@ class ExpectedCall:
     required_params: Mapping[str, Any] | None = None
     forbidden_params: tuple[str, ...] = ()
     param_validators: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedMessage:
+    """One message of a reference trajectory in message form (agentevals / OpenAI / LangChain).
+
+    ``role`` is ``user`` | ``assistant`` | ``tool`` | ``system`` (``human``/``ai`` are read as
+    ``user``/``assistant``); ``tool_calls`` None or empty = a message without tool calls. Text is
+    never compared (SCORING.md §2.3 ``strict``).
+    """
+
+    role: str
+    tool_calls: tuple[ExpectedCall, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +66,10 @@ class Expectation:
 
     ``expected_calls`` None = no reference calls given (scorers needing them return
     ``not_applicable/no_reference``); an empty tuple = "no calls expected".
+
+    ``catalogue`` is the configured tool catalogue (SCORING.md §3.9) for the run's agent and its
+    nested agents, used by the definition lookups of §3.1 / §3.2 when spans carry no
+    definitions; None = no catalogue configured.
     """
 
     expected_calls: tuple[ExpectedCall, ...] | None = None
@@ -68,3 +85,6 @@ class Expectation:
     budgets: Budgets = field(default_factory=Budgets)
     allowed_tools: tuple[str, ...] = ()
     rubrics: tuple[tuple[str, str], ...] = ()
+    expected_messages: tuple[ExpectedMessage, ...] | None = None
+    """Reference trajectory in message form (§2.3 ``strict``); None = use ``expected_calls``."""
+    catalogue: tuple[ToolDef, ...] | None = None

@@ -85,6 +85,8 @@ class Issue:
     expected: Any = None
     actual: Any = None
     detail: Any = None
+    turn: int | None = None
+    """0-based turn of a multi-turn case the issue belongs to (None: single turn / whole conversation)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +99,7 @@ class Issue:
             "expected": self.expected,
             "actual": self.actual,
             "detail": self.detail,
+            "turn": self.turn,
         }
 
 

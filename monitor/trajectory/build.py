@@ -100,13 +100,21 @@ class _RunAcc:
     agent_tools: set[str] = field(default_factory=set)  # tool span ids that enclose a child run
     children: list[_RunAcc] = field(default_factory=list)
     spans: list[SpanFacts] = field(default_factory=list)
+    via_tool: bool = False  # a nested run started by a tool span (agent-as-tool), not a transfer
 
     @property
     def agent(self) -> str | None:
+        """The first agent name a span of this run gives; names taken from span names only lose."""
+        weak = None
         for f in (self.root, *self.agent_spans):
-            if f.agent_name:
+            if f.agent_name and not f.agent_name_weak:
                 return f.agent_name
-        return None
+            weak = weak or f.agent_name
+        return weak
+
+    @property
+    def agent_is_weak(self) -> bool:
+        return all(not f.agent_name or f.agent_name_weak for f in (self.root, *self.agent_spans))
 
 
 def _clamp(span: SpanRecord) -> SpanRecord:
@@ -152,10 +160,10 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
                 run = _RunAcc(f)
                 top.append(run)
                 tool = llm = None
-            elif tool is None and (run.agent is None or f.agent_name is None or f.agent_name == run.agent):
+            elif tool is None and (run.agent_is_weak or f.agent_name is None or f.agent_name == run.agent):
                 run.agent_spans.append(f)
             else:
-                child = _RunAcc(f)
+                child = _RunAcc(f, via_tool=tool is not None)
                 run.children.append(child)
                 if tool is not None:
                     run.agent_tools.add(tool.span_id)
@@ -187,7 +195,7 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
         for kid in reversed(children.get(f.span_id, ())):
             work.append((kid, run, tool, llm))
 
-    return [_finish(acc, None, forced) for acc in top]
+    return [_finish(acc, None, None, forced) for acc in top]
 
 
 def _merge_llm(outer: SpanFacts, inner: SpanFacts) -> None:
@@ -219,8 +227,33 @@ def _merge_tool(outer: SpanFacts, inner: SpanFacts) -> None:
 # --------------------------------------------------------------------------- one run
 
 
+def _same_model_call(a: SpanFacts, b: SpanFacts) -> bool:
+    """Two model spans that overlap in time and report the same output are one call recorded by two
+    instrumentations side by side (e.g. OpenInference and OpenLLMetry on one anthropic client)."""
+    if not (a.span.start_ns < b.span.end_ns and b.span.start_ns < a.span.end_ns):
+        return False
+    calls_a, calls_b = a.output_tool_calls, b.output_tool_calls
+    ids_a = {c.id for c in calls_a if c.id}
+    if ids_a and ids_a & {c.id for c in calls_b if c.id}:
+        return True
+    if calls_a or calls_b:
+        return [c.name for c in calls_a] == [c.name for c in calls_b]
+    return a.output_text is not None and a.output_text == b.output_text
+
+
+def _dedupe_model_calls(llm: list[SpanFacts]) -> list[SpanFacts]:
+    kept: list[SpanFacts] = []
+    for f in sorted(llm, key=lambda f: (f.span.start_ns, f.span.span_id)):
+        twin = next((k for k in reversed(kept[-4:]) if _same_model_call(k, f)), None)
+        if twin is None:
+            kept.append(f)
+        else:
+            _merge_llm(twin, f)
+    return kept
+
+
 def _steps(acc: _RunAcc) -> list[LlmStep]:
-    llm = sorted(acc.llm, key=lambda f: (f.span.start_ns, f.span.span_id))
+    llm = _dedupe_model_calls(acc.llm)
     return [
         LlmStep(
             index=i,
@@ -273,7 +306,11 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
     for pos, t in enumerate(tools):
         sp = matched.get(pos)
         merged = steps[sp[0]].tool_calls[sp[1]] if sp else None
-        kind: CallKind = "agent" if t.span_id in acc.agent_tools else ("mcp" if t.tool_kind == "mcp" else "function")
+        kind: CallKind = "function"
+        if t.span_id in acc.agent_tools or t.tool_kind == "agent":
+            kind = "agent"
+        elif t.tool_kind == "mcp":
+            kind = "mcp"
         calls.append(
             ToolCall(
                 index=0,
@@ -327,6 +364,10 @@ def _merge_tool_defs(sources: Iterable[tuple[ToolDef, ...] | None]) -> tuple[Too
     return tuple(seen.values()) if any_source else None
 
 
+def _has_user_text(messages: Messages | None) -> bool:
+    return bool(messages) and any(m.role == "user" and m.text for m in messages or ())
+
+
 def _kept_attributes(root: SpanRecord) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for key in Monitor.KEPT_ATTRIBUTES:
@@ -336,16 +377,24 @@ def _kept_attributes(root: SpanRecord) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _finish(acc: _RunAcc, parent_run_id: str | None, forced: str | None) -> Run:
+def _finish(acc: _RunAcc, parent_run_id: str | None, parent_input: Messages | None, forced: str | None) -> Run:
+    """One run from its accumulated spans. A nested run reached by transfer or handoff (no tool span
+    in between) serves the parent's user turn, so it inherits the parent's user input."""
     root = acc.root
     agent = acc.agent
     steps = _steps(acc)
     calls = _calls(acc, steps, agent)
     agents = (root, *acc.agent_spans)
 
-    user_input: Messages | None = next((f.input_messages for f in agents if f.input_messages), None)
-    if user_input is None and steps:
-        user_input = steps[0].input_messages
+    candidates: list[Messages | None] = [f.input_messages for f in agents]
+    if parent_input is not None and not acc.via_tool:
+        candidates.append(parent_input)
+    candidates.extend(s.input_messages for s in steps[:1])
+    # the first source with a user request wins; a source without one (a decorated function's
+    # arguments, say) is used only when nothing better exists
+    user_input = next((m for m in candidates if _has_user_text(m)), None)
+    if user_input is None:
+        user_input = next((m for m in candidates if m), None)
     final = next((f.final_text for f in agents if f.final_text), None)
     if final is None and steps:
         final = steps[-1].text
@@ -364,7 +413,7 @@ def _finish(acc: _RunAcc, parent_run_id: str | None, forced: str | None) -> Run:
         conventions |= f.conventions
     content = any(c.args is not ABSENT for c in calls) or bool(user_input) or bool(final) or any(s.text for s in steps)
     run_id = root.span_id
-    children = tuple(_finish(child, run_id, forced) for child in acc.children)
+    children = tuple(_finish(child, run_id, user_input, forced) for child in acc.children)
     return Run(
         trace_id=root.span.trace_id,
         run_id=run_id,

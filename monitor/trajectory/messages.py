@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,46 @@ _ROLE_ALIASES = {
     "developer": "system",
 }
 _MAX_PARSE_CHARS = 8 * 1024 * 1024
+_JSON_STARTS = frozenset('{["-0123456789tfn')
+_REPR_HEAD = re.compile(r"^\[?\s*[A-Z][A-Za-z0-9_]*\(")
+_REPR_TYPES = frozenset({"function_call", "message", "output_text", "function_call_output"})
+
+
+def _literal(node: ast.AST) -> Any:
+    """A literal from an AST node; ``Name(k=v, …)`` calls become dicts of their keywords."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {
+            _literal(k) if k is not None else None: _literal(v) for k, v in zip(node.keys, node.values, strict=True)
+        }
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
+        return {kw.arg: _literal(kw.value) for kw in node.keywords if kw.arg is not None}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand)
+        return -value if isinstance(value, int | float) else None
+    raise ValueError(f"not a literal: {type(node).__name__}")
+
+
+def parse_object_repr(text: str) -> Any:
+    """The openai SDK's pydantic reprs (``ResponseFunctionToolCall(arguments='{}', …)``), as dicts.
+
+    The openai-agents instrumentation writes model outputs this way. Returns None unless the text is
+    such a repr (or a list of them) describing a function call or an output message; nothing is
+    evaluated.
+    """
+    if len(text) > _MAX_PARSE_CHARS or not _REPR_HEAD.match(text):
+        return None
+    try:
+        value = _literal(ast.parse(text.strip(), mode="eval").body)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        return None
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(i, Mapping) and i.get("type") in _REPR_TYPES for i in items):
+        return items
+    return None
 
 
 def normalize_role(role: Any, default: str = "user") -> str:
@@ -115,7 +156,7 @@ def decode_result(value: Any) -> Captured:
         value = value.decode("utf-8", "replace")
     if isinstance(value, str):
         text = value.strip()
-        if text[:1] in ("{", "[", '"') or text in ("true", "false", "null"):
+        if text[:1] in _JSON_STARTS and len(text) <= _MAX_PARSE_CHARS:
             try:
                 return json.loads(text)
             except (ValueError, RecursionError):
@@ -149,8 +190,12 @@ def _parse_part(part: Any) -> list[Part]:
     if not isinstance(part, Mapping):
         return []
     ptype = part.get("type")
-    if ptype == "text" or (ptype is None and isinstance(part.get("text"), str) and len(part) <= 3):
+    if ptype in ("text", "output_text") or (ptype is None and isinstance(part.get("text"), str) and len(part) <= 3):
         text = part.get("content", part.get("text"))
+        if isinstance(text, str):
+            objects = parse_object_repr(text)
+            if objects is not None:
+                return [p for obj in objects for p in _parse_response_item(obj)]
         return [TextPart(text if isinstance(text, str) else "")]
     if ptype in ("tool_call", "function_call", "tool_use"):
         name = part.get("name")
@@ -196,6 +241,22 @@ def _parse_part(part: Any) -> list[Part]:
     return []
 
 
+def _parse_response_item(item: Mapping[str, Any]) -> list[Part]:
+    """One OpenAI Responses output item (``function_call`` or ``message``)."""
+    itype = item.get("type")
+    if itype == "function_call":
+        return [
+            ToolCallPart(
+                str(item.get("name") or ""),
+                _id(item.get("call_id") or item.get("id")),
+                decode_arguments(item.get("arguments")),
+            )
+        ]
+    if itype == "message":
+        return _parts_of(item.get("content"))
+    return _parse_part(item)
+
+
 def _id(value: Any) -> str | None:
     if isinstance(value, str):
         value = value.strip()
@@ -223,9 +284,15 @@ def _openai_tool_calls(calls: Any) -> list[Part]:
     return parts
 
 
+ELIDED = "<elided>"  # content placeholder of instrumentations with capture off (ADK, OTel contrib)
+
+
 def parse_message(obj: Any, default_role: str = "user") -> Message | None:
-    """One message in any supported shape; None when ``obj`` is not a message."""
+    """One message in any supported shape; None when ``obj`` is not a message (or its content was
+    elided by an instrumentation that does not capture content)."""
     obj = loads(obj)
+    if obj == ELIDED or (isinstance(obj, Mapping) and obj.get("content") == ELIDED):
+        return None
     if isinstance(obj, str):
         return Message(default_role, (TextPart(obj),))
     if not isinstance(obj, Mapping):
@@ -284,6 +351,8 @@ def parse_messages(value: Any, default_role: str = "user") -> Messages | None:
     if isinstance(value, str):
         return (Message(default_role, (TextPart(value),)),) if value else None
     if isinstance(value, Mapping):
+        if not value:  # ADK 1.x writes "{}" when content capture is off
+            return None
         for key in ("messages", "contents", "input"):
             inner = loads(value.get(key))
             if isinstance(inner, list):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.trajectory.messages import (
+    ELIDED,
     decode_arguments,
     decode_result,
     loads,
@@ -43,9 +44,11 @@ from monitor.trajectory.semconv import (
     EXECUTE_TOOL_SPAN_PREFIX,
     INVOKE_AGENT_SPAN_PREFIX,
     MCP,
+    AgentToolTypes,
     Events,
     GenAI,
     Op,
+    OpenAIAgents,
     OpenInference,
     PydanticAI,
     Strands,
@@ -79,6 +82,7 @@ class SpanFacts:
     result: Captured = ABSENT
     error: ToolError | None = None
     tool_kind: str = "function"
+    agent_name_weak: bool = False  # taken from a span name only (e.g. OpenInference's root AGENT span)
     # model and agent spans
     model: str | None = None
     provider: str | None = None
@@ -162,7 +166,7 @@ def detect_role(span: SpanRecord) -> Role:
     tool_name = a.get(GenAI.TOOL_NAME)
     if name.startswith(ADK.MERGED_SPAN_PREFIX) or tool_name in ADK.MERGED_TOOL_NAMES:
         return Role.SYNTHETIC
-    if op == Op.EXECUTE_TOOL:
+    if op == Op.EXECUTE_TOOL or op == OpenAIAgents.HANDOFF_OP:
         return Role.TOOL
     if op == Op.INVOKE_AGENT:
         return Role.AGENT
@@ -251,6 +255,8 @@ def _event_message(ev: SpanEvent) -> Message | None:
         if msg is not None:
             return Message(normalize_role(ev.attributes.get("role") or msg.role, role), msg.parts)
     content = _event_attr(ev, "content")
+    if content == ELIDED:
+        return None
     if content is None and ev.name == Events.CHOICE:
         content = _event_attr(ev, "message")
     if content is None and not ev.attributes.get("tool_calls"):
@@ -317,12 +323,15 @@ def _oi_messages(a: Mapping[str, Any], prefix: str, default_role: str) -> Messag
             if ctype == "text" and isinstance(c.get("message_content.text"), str):
                 parts.append(TextPart(c["message_content.text"]))
             elif ctype == "tool_use":
+                name = _first(c, OpenInference.TC_NAME, "message_content." + OpenInference.TC_NAME)
+                if name is None:
+                    continue
                 tool_call_parts_from_contents = True
                 parts.append(
                     ToolCallPart(
-                        str(c.get("message_content.tool_call.function.name") or c.get("message_content.name") or ""),
-                        _str(c.get("message_content.tool_call.id") or c.get("message_content.id")),
-                        decode_arguments(c.get("message_content.tool_call.function.arguments")),
+                        str(name),
+                        _str(_first(c, OpenInference.TC_ID, "message_content." + OpenInference.TC_ID)),
+                        decode_arguments(_first(c, OpenInference.TC_ARGS, "message_content." + OpenInference.TC_ARGS)),
                     )
                 )
         content = flat.get(OpenInference.MSG_CONTENT)
@@ -454,9 +463,49 @@ def _unwrap_traceloop_output(value: Any) -> Captured:
     return decoded
 
 
+def unwrap_text_blocks(result: Captured) -> Captured:
+    """A result made only of text content blocks (strands ``[{"text": …}]``, MCP
+    ``[{"type": "text", "text": …}]``) becomes its text, decoded when it is JSON."""
+    if (
+        isinstance(result, list)
+        and result
+        and all(
+            isinstance(b, Mapping) and isinstance(b.get("text"), str) and set(b) <= {"text", "type"} for b in result
+        )
+    ):
+        return decode_result("\n".join(b["text"] for b in result))
+    return result
+
+
+def handoff_tool_name(agent: str) -> str:
+    """The openai-agents SDK's default handoff tool name (``Handoff.default_tool_name``)."""
+    return re.sub(r"[^a-z0-9_]", "_", (OpenAIAgents.HANDOFF_TOOL_PREFIX + agent).replace(" ", "_").lower())
+
+
+def _handoff_facts(f: SpanFacts) -> bool:
+    """A handoff span is the execution of the model's ``transfer_to_<agent>`` call."""
+    span = f.span
+    a = span.attributes
+    target: Any = None
+    if a.get(GenAI.OPERATION) == OpenAIAgents.HANDOFF_OP:
+        target = a.get(OpenAIAgents.HANDOFF_TO)
+    elif span.name.startswith(OpenAIAgents.OI_HANDOFF_SPAN_PREFIX) and a.get(GenAI.TOOL_NAME) is None:
+        target = a.get(OpenInference.OUTPUT_VALUE) or span.name[len(OpenAIAgents.OI_HANDOFF_SPAN_PREFIX) :]
+    target = _str(target)
+    if target is None:
+        return False
+    f.tool_name = handoff_tool_name(target)
+    f.tool_kind = "agent"
+    f.result = target
+    f.error = _error(span)
+    return True
+
+
 def _tool_facts(f: SpanFacts) -> None:
     span = f.span
     a = span.attributes
+    if _handoff_facts(f):
+        return
     name = _first(a, GenAI.TOOL_NAME, OpenInference.TOOL_NAME)
     if name is None and a.get(Traceloop.SPAN_KIND) == Traceloop.KIND_TOOL:
         name = a.get(Traceloop.ENTITY_NAME)
@@ -517,12 +566,17 @@ def _tool_facts(f: SpanFacts) -> None:
                     for p in msg.parts:
                         if isinstance(p, ToolResultPart) and result is ABSENT:
                             result = p.response
+    result = unwrap_text_blocks(result)
+    if a.get(ADK.TOOL_CALL_ARGS) == "{}" and a.get(ADK.TOOL_RESPONSE) in ("{}", None) and raw is None:
+        args = result = ABSENT  # ADK 1.x with content capture off writes "{}" for both
     f.args = args
     f.result = result
     f.error = _error(span)
     tool_type = _str(a.get(GenAI.TOOL_TYPE))
     if (tool_type in MCP.TOOL_TYPES) or MCP.METHOD in a:
         f.tool_kind = "mcp"
+    elif tool_type in AgentToolTypes.VALUES:
+        f.tool_kind = "agent"
 
 
 def _usage(a: Mapping[str, Any]) -> Usage:
@@ -619,7 +673,10 @@ def _agent_facts(f: SpanFacts) -> None:
     if name is None and span.name.startswith(INVOKE_AGENT_SPAN_PREFIX):
         name = span.name[len(INVOKE_AGENT_SPAN_PREFIX) :]
     if name is None and a.get(OpenInference.SPAN_KIND) == OpenInference.KIND_AGENT:
-        name = span.name
+        name = _first(a, OpenInference.GRAPH_NODE_NAME, OpenInference.GRAPH_NODE_ID)
+        if name is None:
+            name = span.name
+            f.agent_name_weak = True
     f.agent_name = _str(name)
 
 

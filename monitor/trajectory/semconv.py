@@ -115,6 +115,7 @@ class OpenInference:
     SESSION_ID: Final = "session.id"
     AGENT_NAME: Final = "agent.name"
     GRAPH_NODE_NAME: Final = "graph.node.name"
+    GRAPH_NODE_ID: Final = "graph.node.id"
     # suffixes under llm.{input,output}_messages.<i>.
     MSG_ROLE: Final = "message.role"
     MSG_CONTENT: Final = "message.content"
@@ -189,6 +190,22 @@ class Strands:
     EVENT_CONTENT: Final = "content"
     EVENT_MESSAGE: Final = "message"
     EVENT_ID: Final = "id"
+
+
+class OpenAIAgents:
+    """openai-agents SDK as seen through the OTel-contrib and OpenInference instrumentations."""
+
+    HANDOFF_OP: Final = "agent_handoff"
+    HANDOFF_FROM: Final = "gen_ai.handoff.from_agent"
+    HANDOFF_TO: Final = "gen_ai.handoff.to_agent"
+    OI_HANDOFF_SPAN_PREFIX: Final = "handoff to "  # OpenInference TOOL span; output.value = target agent
+    HANDOFF_TOOL_PREFIX: Final = "transfer_to_"  # the SDK's default handoff tool name
+
+
+class AgentToolTypes:
+    """``gen_ai.tool.type`` values of tools that hand work to another agent."""
+
+    VALUES: Final = frozenset({"AgentTool", "TransferToAgentTool", "agent"})
 
 
 class MCP:

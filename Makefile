@@ -1,0 +1,48 @@
+# One entry point per task. `make test` installs everything it needs itself (CI runs exactly that).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+FRAMEWORKS := adk2 adk1 strands openai_v2 openai_agents_otel openai_agents_oi pydantic_ai_v1 openllmetry_legacy
+export DEBIAN_FRONTEND := noninteractive
+
+.PHONY: install test lint typecheck unit demo bench fixtures clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q uv
+
+# Re-installs only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(UV) pip install -q --python $(PY) -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+lint: install
+	$(PY) -m ruff check monitor tests bench
+	$(PY) -m ruff format --check monitor bench
+
+typecheck: install
+	$(PY) -m mypy
+
+unit: install
+	$(PY) -m pytest -q
+
+test: lint typecheck unit
+
+# The offline part of the product until the daemon lands: decode the bundled sample records
+# (several frameworks, protobuf and OTLP/JSON, traces split across records) and print the runs.
+demo: install
+	$(PY) -m monitor inspect examples/records/*
+
+bench: install
+	$(PY) bench/decode_rebuild.py
+
+# Re-record the framework fixtures (each framework in its own locked virtualenv).
+fixtures: install
+	tests/fixtures/generators/regenerate.sh $(FRAMEWORKS)
+
+clean:
+	rm -rf $(VENV) .fixture-venvs .pytest_cache .mypy_cache .ruff_cache

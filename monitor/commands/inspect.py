@@ -1,0 +1,125 @@
+"""``monitor inspect``: decode record files and show the runs we rebuild from them.
+
+This is how a user checks that the monitor reads their framework's spans right. Undecodable
+records are reported (file, record number, reason) and skipped; they never stop the command.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from monitor.ingest.decode import DecodeError, decode_logs, decode_traces
+from monitor.ingest.files import read_records
+from monitor.trajectory.build import build_runs
+from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall
+from monitor.trajectory.serialize import run_to_json
+from monitor.trajectory.spans import LogEvent, SpanRecord
+
+_MAX_CELL = 120
+
+
+@dataclass
+class InspectResult:
+    runs: list[Run]
+    records: int = 0
+    spans: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def load_runs(trace_files: Sequence[Path], log_files: Sequence[Path] = (), encoding: str = "auto") -> InspectResult:
+    spans: list[SpanRecord] = []
+    logs: list[LogEvent] = []
+    result = InspectResult(runs=[])
+    for path, is_logs in [*((p, False) for p in trace_files), *((p, True) for p in log_files)]:
+        try:
+            records = read_records(path)
+        except OSError as exc:
+            result.errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+            continue
+        for number, value in enumerate(records, 1):
+            result.records += 1
+            try:
+                if is_logs:
+                    logs.extend(decode_logs(value, encoding))
+                else:
+                    decoded = decode_traces(value, encoding)
+                    spans.extend(decoded)
+                    result.spans += len(decoded)
+            except DecodeError as exc:
+                result.errors.append(f"{path} record {number}: {exc.reason}: {exc.detail}")
+    result.runs = build_runs(spans, logs)
+    return result
+
+
+def _short(value: Any) -> str:
+    if value is ABSENT:
+        return "[dim]<not captured>[/dim]"
+    if isinstance(value, Malformed):
+        text = f"<malformed> {value.raw}"
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    text = text.replace("[", "\\[")
+    return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 1] + "…"
+
+
+def _calls_table(calls: Sequence[ToolCall]) -> Table:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for column in ("#", "tool", "arguments", "result / error", "ms", "how"):
+        table.add_column(column, overflow="fold")
+    for call in calls:
+        outcome = f"[red]{call.error.type}: {call.error.message}[/red]" if call.error else _short(call.result)
+        how = "executed" if call.executed else "[yellow]selected only[/yellow]"
+        if call.step is not None:
+            how += f" (step {call.step}.{call.part})"
+        if call.kind != "function":
+            how += f" [{call.kind}]"
+        ms = f"{call.duration_ms:.1f}" if call.duration_ms is not None else ""
+        table.add_row(str(call.index), call.name, _short(call.args), outcome, ms, how)
+    return table
+
+
+def _run_tree(run: Run, tree: Tree | None = None) -> Tree:
+    title = (
+        f"[bold]{run.agent or '<unnamed agent>'}[/bold]  trace {run.trace_id}  run {run.run_id}"
+        f"  status {run.status}" + (f"  [red]forced: {run.forced}[/red]" if run.forced else "")
+    )
+    node = tree.add(title) if tree is not None else Tree(title)
+    node.add(f"user: {_short(run.user_text) if run.user_text is not None else '[dim]<not captured>[/dim]'}")
+    tools = "[dim]<not captured>[/dim]" if run.tools_offered is None else ", ".join(t.name for t in run.tools_offered)
+    node.add(f"tools offered: {tools}")
+    node.add(f"model calls: {len(run.steps)}  model: {run.model or '-'}  conventions: {', '.join(run.conventions)}")
+    if run.calls:
+        node.add(_calls_table(run.calls))
+    else:
+        node.add("[dim]no tool calls[/dim]")
+    answer = _short(run.final_response) if run.final_response is not None else "[dim]<not captured>[/dim]"
+    node.add(f"answer: {answer}")
+    if not run.content_captured:
+        node.add("[yellow]content not captured: scorers needing arguments will say not applicable[/yellow]")
+    for child in run.children:
+        _run_tree(child, node)
+    return node
+
+
+def render(result: InspectResult, fmt: str, out: IO[str]) -> None:
+    if fmt == "json":
+        for run in result.runs:
+            out.write(json.dumps(run_to_json(run), ensure_ascii=False, default=str) + "\n")
+        return
+    console = Console(file=out, soft_wrap=False, width=160)
+    for run in result.runs:
+        console.print(_run_tree(run))
+        console.print()
+    console.print(f"{result.records} records, {result.spans} spans, {len(result.runs)} runs")
+    for error in result.errors:
+        console.print(f"[red]skipped[/red] {error}", markup=True, highlight=False)

@@ -1,0 +1,255 @@
+"""``repetition_check`` — repeated identical calls and loops (SCORING.md §3.4).
+
+Contract:
+
+* call key ``K(c) = (name, JCS(args))``; ABSENT arguments → ``(name, null)`` and every issue built
+  on such keys carries ``detail.name_only = true`` with severity ``warning`` (names alone cannot
+  prove a loop); MALFORMED arguments key on their raw text;
+* repeats vs retries: occurrences ``o1 … om`` of one key in view order; ``oj`` (j ≥ 2) is a retry
+  when ``o(j−1)`` errored (§3.3 rule), else a repeat. ``oj`` is ``repeated_call`` when
+  ``1 + repeats(o2…oj) > limit`` or, for a retry, when the consecutive retries ending at it exceed
+  ``max_retries`` (``detail.retry_storm``). The limit for tool ``t``: the per-tool value (the
+  expectation's ``max_identical_calls_per_tool``, else this scorer's), else the global value (the
+  expectation's ``max_identical_calls``, else this scorer's);
+* cycles: the §3.4 scan over the key sequence (names only when any call's arguments are ABSENT),
+  largest ``p·k`` with ``k ≥ min_cycle_repeats`` (ties: smaller ``p``), one ``loop`` issue per
+  cycle, calls after its first period flagged;
+* streaks: ``≥ max_consecutive_same_tool`` consecutive calls of one name whose arguments differ
+  (or are unknown) → ``loop`` with ``detail.kind = "same_tool_streak"``, ``warning``, not flagged;
+* score = 1 − |flagged| / calls, flagged = calls with an ``error``-severity ``repeated_call``
+  ∪ calls in a cycle after its first period (``error`` severity cycles only). Warning-severity
+  findings never lower the score, so ``score == 1`` iff the check passes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
+
+import pydantic
+
+from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer, canonical_json
+from monitor.scoring.checks._common import CheckParams, call_error, check_calls
+from monitor.scoring.expectation import Expectation
+from monitor.scoring.result import FailureKind, Issue, Severity
+from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall
+
+__all__ = ["Cycle", "RepetitionCheck", "RepetitionCheckParams", "call_key", "find_cycles"]
+
+PositiveInt = Annotated[int, pydantic.Field(ge=1)]
+
+
+class RepetitionCheckParams(CheckParams):
+    """Limits of §3.4 (defaults from the spec); the expectation's budgets take precedence."""
+
+    max_identical_calls: PositiveInt = 2
+    max_identical_calls_per_tool: dict[str, PositiveInt] = pydantic.Field(default_factory=dict)
+    max_retries: Annotated[int, pydantic.Field(ge=0)] = 2
+    max_period: PositiveInt = 5
+    min_cycle_repeats: Annotated[int, pydantic.Field(ge=2)] = 3
+    max_consecutive_same_tool: Annotated[int, pydantic.Field(ge=2)] = 8
+
+
+CallKey = tuple[str, str | None]
+
+
+def call_key(call: ToolCall) -> CallKey:
+    """``(name, JCS(args))``; ``(name, None)`` when arguments are ABSENT.
+
+    Values JCS cannot encode (integers beyond ±2⁵³, NaN) fall back to sorted-key JSON; MALFORMED
+    arguments key on ``"\\x00malformed:" + raw`` so they never equal a JSON text.
+    """
+    args = call.args
+    if args is ABSENT:
+        return (call.name, None)
+    if isinstance(args, Malformed):
+        return (call.name, "\x00malformed:" + args.raw)
+    try:
+        return (call.name, canonical_json(args))
+    except (TypeError, ValueError):
+        return (call.name, json.dumps(args, sort_keys=True, separators=(",", ":"), default=repr))
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    """A cycle found by :func:`find_cycles`: ``start`` position, ``period``, ``repeats``."""
+
+    start: int
+    period: int
+    repeats: int
+
+
+def find_cycles(seq: Sequence[Any], max_period: int, min_cycle_repeats: int) -> list[Cycle]:
+    """The §3.4 scan, exactly: at ``i``, for ``p = 1 … max_period`` count the consecutive copies
+    ``k`` of ``seq[i:i+p]`` starting at ``i``; keep the largest ``p·k`` with ``k ≥ min_cycle_repeats``
+    (ties: smaller ``p``); on a hit jump ``i += p·k``, else ``i += 1``."""
+    n = len(seq)
+    cycles: list[Cycle] = []
+    i = 0
+    while i < n:
+        best: tuple[int, int] | None = None
+        for p in range(1, max_period + 1):
+            if i + p > n:
+                break
+            k = 1
+            while i + (k + 1) * p <= n and all(seq[i + k * p + j] == seq[i + j] for j in range(p)):
+                k += 1
+            if k >= min_cycle_repeats and (best is None or p * k > best[0] * best[1]):
+                best = (p, k)
+        if best is None:
+            i += 1
+        else:
+            cycles.append(Cycle(i, best[0], best[1]))
+            i += best[0] * best[1]
+    return cycles
+
+
+class RepetitionCheck(Scorer[RepetitionCheckParams]):
+    """Identical calls repeated beyond a limit, retry storms, cycles and same-tool streaks (§3.4)."""
+
+    kind: ClassVar[str] = "repetition_check"
+    version: ClassVar[int] = 1
+    Params: ClassVar[type[RepetitionCheckParams]] = RepetitionCheckParams
+    needs: ClassVar[frozenset[Need]] = frozenset({Need.ARGUMENTS})
+    summary: ClassVar[str] = "repeated identical calls, retry storms and loops"
+
+    def _limits(self, reference: Expectation | None) -> tuple[Mapping[str, int], int]:
+        per_tool: dict[str, int] = dict(self.params.max_identical_calls_per_tool)
+        limit = self.params.max_identical_calls
+        if reference is not None:
+            per_tool.update(reference.budgets.max_identical_calls_per_tool)
+            if reference.budgets.max_identical_calls is not None:
+                limit = reference.budgets.max_identical_calls
+        return per_tool, limit
+
+    def evaluate(self, run: Run, reference: Expectation | None) -> Evaluation:
+        calls = check_calls(self, run)
+        if not calls:
+            return NotScored.na("no_tool_calls")
+        p = self.params
+        per_tool, global_limit = self._limits(reference)
+        keys = [call_key(c) for c in calls]
+        errored = [call_error(c) is not None for c in calls]
+        issues: list[Issue] = []
+        flagged: set[int] = set()
+
+        # ---- repeats and retries
+        # key -> (first position, last position, repeats, consecutive retries)
+        history: dict[CallKey, tuple[int, int, int, int]] = {}
+        repeated = storms = 0
+        for pos, (call, key) in enumerate(zip(calls, keys, strict=True)):
+            prev = history.get(key)
+            if prev is None:
+                history[key] = (pos, pos, 0, 0)
+                continue
+            first, last, repeats, retries = prev
+            retry = errored[last]
+            if retry:
+                retries += 1
+            else:
+                repeats += 1
+                retries = 0
+            history[key] = (first, pos, repeats, retries)
+            limit = per_tool.get(call.name, global_limit)
+            over = 1 + repeats > limit
+            storm = retry and retries > p.max_retries
+            if not (over or storm):
+                continue
+            name_only = key[1] is None
+            if not name_only:
+                flagged.add(pos)
+            repeated += 1
+            storms += storm
+            issues.append(
+                Issue(
+                    kind=FailureKind.REPEATED_CALL,
+                    severity=Severity.WARNING if name_only else Severity.ERROR,
+                    tool=call.name,
+                    call_index=call.index,
+                    call_id=call.call_id,
+                    expected=p.max_retries if storm and not over else limit,
+                    actual=retries if storm and not over else 1 + repeats,
+                    detail={
+                        "first_index": calls[first].index,
+                        "repeats": repeats,
+                        "retry": retry,
+                        "retry_storm": storm,
+                        "consecutive_retries": retries,
+                        "name_only": name_only,
+                    },
+                )
+            )
+
+        # ---- cycles
+        name_only_seq = any(k[1] is None for k in keys)
+        seq: list[Any] = [k[0] for k in keys] if name_only_seq else keys
+        cycles = find_cycles(seq, p.max_period, p.min_cycle_repeats)
+        for cycle in cycles:
+            start = calls[cycle.start]
+            if not name_only_seq:
+                flagged.update(range(cycle.start + cycle.period, cycle.start + cycle.period * cycle.repeats))
+            issues.append(
+                Issue(
+                    kind=FailureKind.LOOP,
+                    severity=Severity.WARNING if name_only_seq else Severity.ERROR,
+                    tool=start.name,
+                    call_index=start.index,
+                    call_id=start.call_id,
+                    expected=p.min_cycle_repeats - 1,
+                    actual=cycle.repeats,
+                    detail={
+                        "kind": "cycle",
+                        "start": start.index,
+                        "period": cycle.period,
+                        "repeats": cycle.repeats,
+                        "names": [c.name for c in calls[cycle.start : cycle.start + cycle.period]],
+                        "name_only": name_only_seq,
+                    },
+                )
+            )
+
+        # ---- same-tool streaks (warning, never flagged)
+        streaks = 0
+        i = 0
+        while i < len(calls):
+            j = i
+            while j + 1 < len(calls) and calls[j + 1].name == calls[i].name:
+                j += 1
+            length = j - i + 1
+            if length >= p.max_consecutive_same_tool:
+                segment = keys[i : j + 1]
+                unknown = any(k[1] is None for k in segment)
+                if unknown or len(set(segment)) > 1:
+                    streaks += 1
+                    issues.append(
+                        Issue(
+                            kind=FailureKind.LOOP,
+                            severity=Severity.WARNING,
+                            tool=calls[i].name,
+                            call_index=calls[i].index,
+                            call_id=calls[i].call_id,
+                            expected=p.max_consecutive_same_tool - 1,
+                            actual=length,
+                            detail={
+                                "kind": "same_tool_streak",
+                                "start": calls[i].index,
+                                "length": length,
+                                "names": [calls[i].name],
+                                "name_only": unknown,
+                            },
+                        )
+                    )
+            i = j + 1
+
+        details: dict[str, Any] = {
+            "calls": len(calls),
+            "flagged": len(flagged),
+            "repeated_calls": repeated,
+            "retry_storms": storms,
+            "cycles": len(cycles),
+            "same_tool_streaks": streaks,
+            "name_only": name_only_seq,
+        }
+        return Outcome(score=1.0 - len(flagged) / len(calls), issues=tuple(issues), details=details)

@@ -1,0 +1,185 @@
+"""Every setting of the monitor in one catalogue.
+
+Sources, highest priority first: keyword arguments, ``MONITOR_*`` environment variables (nested
+keys joined with ``__``: ``MONITOR_KAFKA__BOOTSTRAP_SERVERS``), the YAML file given to
+:func:`load_settings` (or ``MONITOR_CONFIG``), then the defaults below. A bad value raises
+:class:`SettingsError`, whose message names each bad key, the value given and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+ENV_PREFIX = "MONITOR_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaSettings(_Section):
+    bootstrap_servers: str = Field("127.0.0.1:9092", description="host:port[,host:port…] of the Kafka brokers")
+    spans_topic: str = Field("otlp_spans", min_length=1, description="topic the Collector's Kafka exporter writes")
+    logs_topic: str | None = Field(None, description="optional topic of OTLP logs carrying GenAI events")
+    group_id: str = Field("agent-tool-monitor", min_length=1, description="consumer group id")
+    encoding: Literal["auto", "otlp_proto", "otlp_json"] = Field(
+        "auto", description="record encoding; auto detects JSON by a leading '{'"
+    )
+    dead_letter_suffix: str = Field(".dlq", min_length=1, description="dead-letter topic = <topic><suffix>")
+    session_timeout_ms: int = Field(10_000, ge=1_000, description="consumer group session timeout in ms")
+    heartbeat_interval_ms: int = Field(1_000, ge=100, description="heartbeat interval in ms (< session timeout)")
+    max_poll_records: int = Field(500, ge=1, description="records per poll")
+    commit_interval_s: float = Field(5.0, gt=0, description="seconds between offset commits")
+    auto_offset_reset: Literal["earliest", "latest"] = Field("earliest", description="where a new group starts reading")
+
+    @model_validator(mode="after")
+    def _heartbeat_below_session(self) -> KafkaSettings:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                "heartbeat_interval_ms must be lower than session_timeout_ms (Kafka recommends at most a third of it)"
+            )
+        return self
+
+
+class AssemblerSettings(_Section):
+    root_idle_s: float = Field(
+        5.0, ge=0, description="close a trace this long after its last span once its root arrived"
+    )
+    idle_s: float = Field(30.0, ge=0, description="close a trace with no root span after this idle time")
+    max_age_s: float = Field(600.0, gt=0, description="force-close a trace open this long")
+    max_spans: int = Field(10_000, ge=1, description="force-close a trace holding this many spans")
+    max_open_spans: int = Field(1_000_000, ge=1, description="memory bound: spans buffered across open traces")
+    late_window_s: float = Field(
+        600.0, ge=0, description="how long closed trace ids are remembered to count late spans"
+    )
+
+
+class DecodeSettings(_Section):
+    max_record_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="records larger than this are dead-lettered")
+    max_attribute_chars: int = Field(
+        1024 * 1024, ge=256, description="string attribute values are cut to this many characters"
+    )
+
+
+class Settings(BaseSettings):
+    """The monitor's configuration (see the module docstring for sources and precedence)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
+    assembler: AssemblerSettings = Field(default_factory=AssemblerSettings)  # type: ignore[arg-type]
+    decode: DecodeSettings = Field(default_factory=DecodeSettings)  # type: ignore[arg-type]
+    rules_file: Path | None = Field(None, description="YAML file of per-agent rules (SCORING.md §3.9)")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        yaml_file = _CURRENT_YAML.get("path")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if yaml_file is not None:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
+        return tuple(sources)
+
+
+_CURRENT_YAML: dict[str, Path | None] = {"path": None}
+
+
+class SettingsError(ValueError):
+    """A configuration that cannot be used; ``problems`` lists one line per bad key."""
+
+    def __init__(self, problems: list[str], source: str) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid configuration ({source}):\n{lines}")
+
+
+def _describe(loc: tuple[Any, ...]) -> tuple[str, str | None]:
+    """Dotted key and the field's description, walking the settings models."""
+    key = ".".join(str(p) for p in loc)
+    model: Any = Settings
+    description = None
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if not fields or part not in fields:
+            break
+        info = fields[part]
+        description = info.description
+        model = info.annotation
+    return key, description
+
+
+def _fix_hint(key: str, error_type: str, description: str | None, ctx: dict[str, Any] | None) -> str:
+    env = ENV_PREFIX + key.upper().replace(".", "__")
+    if error_type == "extra_forbidden":
+        return "remove it or check its spelling (`monitor config --defaults` prints every key)"
+    hint = f"set {key}"
+    if description:
+        hint += f" to {description}"
+    if ctx and "expected" in ctx:
+        hint += f" (one of {ctx['expected']})"
+    return f"{hint}; file key `{key}` or env {env}"
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    out: list[str] = []
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        key, description = _describe(loc)
+        value = err.get("input")
+        shown = repr(value) if not isinstance(value, dict) else "{…}"
+        msg = err.get("msg", "invalid")
+        fix = _fix_hint(key, err.get("type", ""), description, err.get("ctx"))
+        out.append(f"{key or '<root>'} = {shown}: {msg}. Fix: {fix}")
+    return out
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings from ``path`` (or ``$MONITOR_CONFIG``), the environment and ``overrides``.
+
+    Raises :class:`SettingsError` naming every bad key, its value and the fix.
+    """
+    if path is None:
+        env_path = os.environ.get(ENV_PREFIX + "CONFIG")
+        path = Path(env_path) if env_path else None
+    source = str(path) if path is not None else "environment"
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise SettingsError([f"config file {p} does not exist. Fix: pass an existing YAML file"], source)
+        try:
+            doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise SettingsError([f"{p} is not valid YAML: {exc}. Fix: correct the YAML syntax"], source) from exc
+        if doc is not None and not isinstance(doc, dict):
+            raise SettingsError([f"{p} must hold a mapping of settings. Fix: use `key: value` lines"], source)
+        path = p
+    _CURRENT_YAML["path"] = Path(path) if path is not None else None
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(_problems(exc), source) from exc
+    finally:
+        _CURRENT_YAML["path"] = None
