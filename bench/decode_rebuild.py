@@ -27,10 +27,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from monitor.ingest.decode import decode_traces  # noqa: E402
-from monitor.ingest.encode import encode, split_spans  # noqa: E402
-from monitor.trajectory.assembler import Assembler, AssemblerLimits  # noqa: E402
-from monitor.trajectory.build import build_runs  # noqa: E402
+from monitor.ingest.decode import decode_traces
+from monitor.ingest.encode import encode, split_spans
+from monitor.trajectory.assembler import Assembler, AssemblerLimits
+from monitor.trajectory.build import build_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "frameworks"
 
@@ -107,7 +107,10 @@ def main() -> None:
 
     records, n_spans = make_records(args.traces)
     size = sum(len(v) for _, v in records)
-    print(f"records: {len(records)} ({size / 1e6:.1f} MB), spans: {n_spans}, traces: {args.traces}, cpus: {os.cpu_count()}")
+    print(
+        f"records: {len(records)} ({size / 1e6:.1f} MB), spans: {n_spans}, "
+        f"traces: {args.traces}, cpus: {os.cpu_count()}"
+    )
     bare, full = [], []
     runs = 0
     for _ in range(args.repeat):
