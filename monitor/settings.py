@@ -8,6 +8,7 @@ keys joined with ``__``: ``MONITOR_KAFKA__BOOTSTRAP_SERVERS``), the YAML file gi
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -116,25 +117,33 @@ class SettingsError(ValueError):
         super().__init__(f"invalid configuration ({source}):\n{lines}")
 
 
-def _describe(loc: tuple[Any, ...]) -> tuple[str, str | None]:
-    """Dotted key and the field's description, walking the settings models."""
+def _describe(loc: tuple[Any, ...]) -> tuple[str, str | None, list[str]]:
+    """Dotted key, the field's description and the valid sibling keys, walking the settings models."""
     key = ".".join(str(p) for p in loc)
     model: Any = Settings
     description = None
+    siblings: list[str] = list(Settings.model_fields)
     for part in loc:
         fields = getattr(model, "model_fields", None)
-        if not fields or part not in fields:
+        if not fields:
+            break
+        siblings = list(fields)
+        if part not in fields:
             break
         info = fields[part]
         description = info.description
         model = info.annotation
-    return key, description
+    return key, description, siblings
 
 
-def _fix_hint(key: str, error_type: str, description: str | None, ctx: dict[str, Any] | None) -> str:
+def _fix_hint(
+    key: str, error_type: str, description: str | None, ctx: dict[str, Any] | None, siblings: list[str]
+) -> str:
     env = ENV_PREFIX + key.upper().replace(".", "__")
     if error_type == "extra_forbidden":
-        return "remove it or check its spelling (`monitor config --defaults` prints every key)"
+        close = difflib.get_close_matches(key.rsplit(".", 1)[-1], siblings, n=1)
+        guess = f"did you mean `{close[0]}`? " if close else ""
+        return f"{guess}remove it or check its spelling (`monitor config --defaults` prints every key)"
     hint = f"set {key}"
     if description:
         hint += f" to {description}"
@@ -147,11 +156,11 @@ def _problems(exc: ValidationError) -> list[str]:
     out: list[str] = []
     for err in exc.errors():
         loc = tuple(err.get("loc", ()))
-        key, description = _describe(loc)
+        key, description, siblings = _describe(loc)
         value = err.get("input")
         shown = repr(value) if not isinstance(value, dict) else "{…}"
         msg = err.get("msg", "invalid")
-        fix = _fix_hint(key, err.get("type", ""), description, err.get("ctx"))
+        fix = _fix_hint(key, err.get("type", ""), description, err.get("ctx"), siblings)
         out.append(f"{key or '<root>'} = {shown}: {msg}. Fix: {fix}")
     return out
 
