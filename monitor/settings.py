@@ -73,6 +73,70 @@ class DecodeSettings(_Section):
     )
 
 
+class DeadLetterSettings(_Section):
+    enabled: bool = Field(True, description="send undecodable records to <topic><dead_letter_suffix>")
+    max_rate: float = Field(
+        0.5, gt=0, le=1, description="stop the daemon when this fraction of records in the window is dead-lettered"
+    )
+    window: int = Field(1000, ge=10, description="records in the dead-letter rate window")
+
+
+class HttpSettings(_Section):
+    host: str = Field("0.0.0.0", description="address of the /metrics, /healthz and /readyz server")
+    port: int = Field(9464, ge=0, le=65535, description="port of the HTTP server (0 = any free port)")
+    ready_max_lag: int = Field(100_000, ge=0, description="/readyz fails when consumer lag exceeds this many records")
+
+
+class StoreSettings(_Section):
+    url: str = Field(
+        "sqlite:///monitor.db", description="SQLAlchemy URL: sqlite:///file.db or postgresql+psycopg://user@host/db"
+    )
+    retention_days: float = Field(30.0, gt=0, description="results older than this are deleted")
+    retention_interval_s: float = Field(3600.0, gt=0, description="seconds between retention sweeps")
+    migrate_on_start: bool = Field(True, description="apply pending migrations at startup")
+
+
+class SamplingSettings(_Section):
+    rate: float = Field(1.0, ge=0, le=1, description="fraction of runs scored (deterministic on the trace id)")
+    per_agent: dict[str, float] = Field(default_factory=dict, description="rate per agent name (overrides rate)")
+    per_scorer: dict[str, float] = Field(default_factory=dict, description="rate per scorer id (applied on top)")
+    always_if_errored: bool = Field(True, description="always score runs whose root span or a tool call errored")
+    always_if_flagged: bool = Field(
+        True, description="always run sampled-out scorers when a code check flagged the run"
+    )
+    always_attributes: dict[str, str] = Field(
+        default_factory=dict, description="always score runs whose root/resource attribute has this value"
+    )
+    salt: str = Field("", description="changes which runs a rate selects, identically on every replica")
+
+
+class MetricsSettings(_Section):
+    known_agents: list[str] = Field(default_factory=list, description="agent names always kept as label values")
+    known_tools: list[str] = Field(default_factory=list, description="tool names always kept as label values")
+    top_n: int = Field(50, ge=0, description="besides the known ones, this many most frequent names keep a label")
+
+
+class ScoringSettings(_Section):
+    checks: list[str] = Field(
+        default_factory=lambda: [
+            "schema_check",
+            "unknown_tool_check",
+            "tool_error_check",
+            "repetition_check",
+            "call_budget_check",
+            "latency_check",
+            "no_tool_needed_check",
+            "forbidden_tool_check",
+        ],
+        description="reference-free checks run on every sampled run",
+    )
+    score_children: bool = Field(True, description="score nested agent runs as runs of their own")
+
+
+class ShutdownSettings(_Section):
+    drain_deadline_s: float = Field(30.0, gt=0, description="on SIGTERM: finish, score and commit within this time")
+
+
 class Settings(BaseSettings):
     """The monitor's configuration (see the module docstring for sources and precedence)."""
 
@@ -86,6 +150,13 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
     assembler: AssemblerSettings = Field(default_factory=AssemblerSettings)  # type: ignore[arg-type]
     decode: DecodeSettings = Field(default_factory=DecodeSettings)  # type: ignore[arg-type]
+    dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)  # type: ignore[arg-type]
+    http: HttpSettings = Field(default_factory=HttpSettings)  # type: ignore[arg-type]
+    store: StoreSettings = Field(default_factory=StoreSettings)  # type: ignore[arg-type]
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)  # type: ignore[arg-type]
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)  # type: ignore[arg-type]
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings)  # type: ignore[arg-type]
+    shutdown: ShutdownSettings = Field(default_factory=ShutdownSettings)  # type: ignore[arg-type]
     rules_file: Path | None = Field(None, description="YAML file of per-agent rules (SCORING.md §3.9)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
 
