@@ -7,7 +7,12 @@ UV := $(VENV)/bin/uv
 FRAMEWORKS := adk2 adk1 strands openai_v2 openai_agents_otel openai_agents_oi pydantic_ai_v1 openllmetry_legacy
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: install test lint typecheck unit demo bench fixtures clean
+.PHONY: install system-deps peers test lint typecheck unit demo bench fixtures clean
+
+# Debian packages the tests run for real: Prometheus + promtool, PostgreSQL (initdb/pg_ctl).
+system-deps:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus postgresql >/dev/null; }
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +32,12 @@ lint: install
 typecheck: install
 	$(PY) -m mypy
 
-unit: install
+# Peer environments for the differential tests (tests/peers/): one locked venv per peer, node_modules for
+# Mastra; each is rebuilt only when its lock changes (sha256 stamp), so this is a no-op when nothing changed.
+peers: install
+	tests/peers/setup.sh
+
+unit: install system-deps peers
 	$(PY) -m pytest -q
 
 test: lint typecheck unit
@@ -37,12 +47,13 @@ test: lint typecheck unit
 demo: install
 	$(PY) -m monitor inspect examples/records/*
 
-bench: install
+bench: install peers
 	$(PY) bench/decode_rebuild.py
+	$(PY) bench/scorers.py
 
 # Re-record the framework fixtures (each framework in its own locked virtualenv).
 fixtures: install
 	tests/fixtures/generators/regenerate.sh $(FRAMEWORKS)
 
 clean:
-	rm -rf $(VENV) .fixture-venvs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .fixture-venvs .peer-venvs tests/peers/mastra/node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,9 @@
 """Command line: parse arguments, load settings, hand over. No logic lives here.
 
-Exit codes: 0 success; 1 a command ran and found a failure; 2 usage or configuration error.
+Exit codes: 0 success; 1 a command ran and found a failure; 2 usage or configuration error;
+``monitor eval`` adds 3 (no quality failure, but some case errored or no case produced a verdict);
+``monitor run`` exits 3 when the daemon stopped itself on a fatal condition (dead-letter rate
+exceeded, store unreachable at startup) and 128+N when a second signal N forced it out.
 """
 
 from __future__ import annotations
@@ -23,6 +26,38 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--format", choices=("table", "json"), default="table", help="table, or JSON lines")
     inspect.add_argument("--encoding", choices=("auto", "otlp_proto", "otlp_json"), default="auto")
 
+    ev = sub.add_parser(
+        "eval",
+        help="score golden datasets and gate CI (exit 0 pass, 1 fail, 2 usage/dataset error, 3 errored)",
+    )
+    ev.add_argument("paths", nargs="+", type=Path, help="dataset files or directories (searched recursively)")
+    ev.add_argument("--config", type=Path, default=None, help="gate configuration (YAML/JSON: gate, scorers)")
+    ev.add_argument("--traces", nargs="+", type=Path, default=[], help="OTLP record files with recorded runs")
+    ev.add_argument("--runs", type=int, default=None, help="repetitions per case for runners (ADK default 2)")
+    judges = ev.add_mutually_exclusive_group()
+    judges.add_argument("--judges", dest="judges", action="store_true", default=True, help="run judge scorers")
+    judges.add_argument("--no-judges", dest="judges", action="store_false", help="judges → not_applicable")
+    ev.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    ev.add_argument("--junit", type=Path, default=None, help="write JUnit XML here")
+    ev.add_argument("--baseline", type=Path, default=None, help="an earlier --report to compare scorer means to")
+    ev.add_argument("--tolerance", type=float, default=0.0, help="allowed drop of a scorer mean vs the baseline")
+    ev.add_argument("--skip-unsupported", action="store_true", help="skip unsupported ADK metrics and cases")
+    ev.add_argument("--agent", default=None, help="run cases with a Python callable (module:callable)")
+    ev.add_argument("--executor", choices=("anthropic-select", "anthropic-loop"), default=None)
+    ev.add_argument("--model", default=None, help="Anthropic model for --executor")
+    ev.add_argument("--runner", default=None, help="run cases with a command exporting OTLP (SCORING §6.6)")
+    ev.add_argument("--case-timeout", type=float, default=300.0, help="seconds per case for runners")
+
+    score = sub.add_parser("score", help="score one run (JSON on stdin or a file) and print the results as JSON")
+    score.add_argument("file", nargs="?", type=Path, default=None, help="input JSON (default: stdin)")
+    score.add_argument("--no-judges", dest="judges", action="store_false", default=True)
+
+    scorers = sub.add_parser("scorers", help="list the scorer catalogue")
+    scorers.add_argument("--format", choices=("table", "json"), default="table")
+
+    run = sub.add_parser("run", help="run the daemon: consume spans, score runs, serve metrics (SIGTERM drains)")
+    run.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
+
     config = sub.add_parser("config", help="validate a configuration and print the effective settings")
     config.add_argument("--config", type=Path, default=None, help="YAML settings file")
     config.add_argument("--defaults", action="store_true", help="print the defaults")
@@ -37,6 +72,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = load_runs(args.files, args.logs, args.encoding)
         render(result, args.format, sys.stdout)
         return 0
+    if args.command == "eval":
+        from monitor.commands.eval import EvalArgs, run_eval
+
+        return run_eval(
+            EvalArgs(
+                paths=args.paths,
+                config=args.config,
+                traces=args.traces,
+                runs=args.runs,
+                judges=args.judges,
+                report=args.report,
+                junit=args.junit,
+                baseline=args.baseline,
+                tolerance=args.tolerance,
+                skip_unsupported=args.skip_unsupported,
+                agent=args.agent,
+                executor=args.executor,
+                model=args.model,
+                runner=args.runner,
+                case_timeout=args.case_timeout,
+            )
+        )
+    if args.command == "score":
+        from monitor.commands.score import run_score
+
+        return run_score(args.file, judges=args.judges)
+    if args.command == "scorers":
+        from monitor.commands.scorers import run_scorers
+
+        return run_scorers(args.format)
+    if args.command == "run":
+        try:
+            settings = load_settings(args.config)
+        except SettingsError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        import logging
+
+        from monitor.app import App
+
+        logging.basicConfig(
+            level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        )
+        app = App(settings)
+        app.install_signal_handlers()
+        return app.run()
     if args.command == "config":
         import yaml
 

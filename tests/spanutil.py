@@ -20,9 +20,10 @@ from monitor.trajectory.spans import SpanRecord
 class Recorder:
     """A private TracerProvider with an in-memory exporter (never the global one)."""
 
-    def __init__(self, service: str = "test-agent") -> None:
+    def __init__(self, service: str = "test-agent", **resource: Any) -> None:
         self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        attributes = {"service.name": service, **{k.replace("__", "."): v for k, v in resource.items()}}
+        self.provider = TracerProvider(resource=Resource.create(attributes))
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
 
     def tracer(self, name: str = "tests") -> Tracer:

@@ -369,12 +369,17 @@ def _has_user_text(messages: Messages | None) -> bool:
 
 
 def _kept_attributes(root: SpanRecord) -> tuple[tuple[str, str], ...]:
-    out: list[tuple[str, str]] = []
+    """Attributes for rule and sampling matches: the short scalar attributes of the root span's
+    resource (``service.name``, ``deployment.environment``…) and our own ``monitor.eval.*`` keys from
+    the root span (they win). Span attributes are otherwise left out: they carry content."""
+    kept: dict[str, str] = {}
+    for key, value in root.resource.items():
+        if isinstance(value, str | int | float | bool) and len(text := str(value)) <= Monitor.MAX_KEPT_VALUE_CHARS:
+            kept[key] = text
     for key in Monitor.KEPT_ATTRIBUTES:
-        value = root.attributes.get(key, root.resource.get(key))
-        if value is not None:
-            out.append((key, str(value)))
-    return tuple(out)
+        if (value := root.attributes.get(key)) is not None:
+            kept[key] = str(value)
+    return tuple(sorted(kept.items()))
 
 
 def _finish(acc: _RunAcc, parent_run_id: str | None, parent_input: Messages | None, forced: str | None) -> Run:

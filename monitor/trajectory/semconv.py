@@ -219,7 +219,8 @@ class Monitor:
     CASE_ID: Final = "monitor.eval.case_id"
     TURN: Final = "monitor.eval.turn"
     RUN: Final = "monitor.eval.run"
-    KEPT_ATTRIBUTES: Final = (CASE_ID, TURN, RUN)
+    KEPT_ATTRIBUTES: Final = (CASE_ID, TURN, RUN)  # kept from the root span (resource attributes are kept anyway)
+    MAX_KEPT_VALUE_CHARS: Final = 256  # resource attribute values are kept up to this length
 
 
 EXECUTE_TOOL_SPAN_PREFIX: Final = "execute_tool "

@@ -27,6 +27,18 @@ def order_key(call: ToolCall) -> tuple[int, int, int, str]:
     )
 
 
+def _in_view_order(calls: tuple[ToolCall, ...]) -> bool:
+    prev = None
+    for i, call in enumerate(calls):
+        if call.index != i or call.depth != 0:
+            return False
+        key = order_key(call)
+        if prev is not None and key < prev:
+            return False
+        prev = key
+    return True
+
+
 def _collect(run: Run, depth: int, scope: Scope, out: list[ToolCall]) -> None:
     for call in run.calls:
         out.append(call if depth == 0 else dataclasses.replace(call, depth=depth + call.depth))
@@ -43,6 +55,8 @@ def view(run: Run, calls_source: CallsSource = "auto", scope: Scope = "flatten")
     arguments the model emitted; ``executed``: calls that have a tool span.
     ``flatten`` includes nested agents' calls (``depth`` ≥ 1); ``own`` only this run's.
     """
+    if (not run.children or scope == "own") and calls_source == "auto" and _in_view_order(run.calls):
+        return run.calls  # the builder already stores own calls in view order, indexed from 0
     calls: list[ToolCall] = []
     _collect(run, 0, scope, calls)
     if calls_source == "selected":

@@ -1,0 +1,199 @@
+"""The daemon's lifecycle: startup → run loop → graceful drain → teardown.
+
+Startup, in this order (each step only after the previous one succeeded, torn down in reverse):
+
+1. settings (given, already validated);
+2. the results store (``open_store``; migrates when ``store.migrate_on_start``);
+3. metrics catalogue and the HTTP server (``/metrics``, ``/healthz``, ``/readyz``);
+4. rules (``rules_file``), sampler and scoring stage;
+5. the dead-letter producer and the Kafka consumer (joins the group on the first poll).
+
+Stopping. :meth:`App.stop` (or the first SIGTERM/SIGINT when :meth:`App.install_signal_handlers`
+was called) asks the loop to stop; it then drains (see :mod:`monitor.ingest.loop`): fetching stops,
+traces that already closed are scored, stored and committed within ``shutdown.drain_deadline_s``.
+Open traces are **not** force-closed (they would be scored incomplete); the committed low watermark
+stays at or below their first record so the next process re-reads them. A second signal exits at
+once (``os._exit(128 + signum)``) without committing: at-least-once delivery makes that safe, the
+records since the last commit are read again.
+
+Exit codes of :meth:`App.run`: :data:`EXIT_OK` after a requested stop, :data:`EXIT_FATAL` when the
+daemon stopped itself (dead-letter rate exceeded, the store not reachable at startup), and any other
+exception propagates (a bug: the process dies non-zero and nothing past the last commit is lost).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any, Final
+
+from monitor.export.http import HealthState, HttpServer
+from monitor.export.metrics import Metrics
+from monitor.ingest.consumer import KafkaSource, PartitionsCallback, Source
+from monitor.ingest.dlq import DeadLetterQueue, DeadLetterRateExceeded
+from monitor.ingest.loop import RunLoop
+from monitor.rules.ruleset import RuleSet
+from monitor.sampling.sampler import Sampler
+from monitor.scoring.stage import ScoringStage
+from monitor.settings import Settings
+from monitor.store import ResultStore, StoreUnavailable, open_store
+
+log = logging.getLogger(__name__)
+
+EXIT_OK: Final = 0
+EXIT_FATAL: Final = 3
+
+
+class App:
+    """One daemon instance. Build it, call :meth:`run` (blocking); :meth:`stop` from anywhere.
+
+    ``consumer_config`` / ``producer_config`` are extra kafka-python settings (tests, benchmarks).
+    ``ready`` is set once startup finished (store open, HTTP serving, consumer subscribed).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        consumer_config: dict[str, Any] | None = None,
+        producer_config: dict[str, Any] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.consumer_config = consumer_config or {}
+        self.producer_config = producer_config or {}
+        self.health = HealthState()
+        self.metrics: Metrics | None = None
+        self.http: HttpServer | None = None
+        self.store: ResultStore | None = None
+        self.loop: RunLoop | None = None
+        self.dlq: DeadLetterQueue | None = None
+        self.source: Source | None = None
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self._stop_requested = threading.Event()
+        self._signals = 0
+
+    # ------------------------------------------------------------------ control
+
+    def stop(self) -> None:
+        """Request a graceful stop (thread-safe; before :meth:`run` started it makes run return at once)."""
+        self._stop_requested.set()
+        if self.loop is not None:
+            self.loop.stop()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT: the first stops gracefully, the second exits at once. Main thread only."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            os.write(2, f"monitor: second signal ({signal.Signals(signum).name}): exiting now\n".encode())
+            os._exit(128 + signum)
+        log.info("%s received: draining (a second signal exits at once)", signal.Signals(signum).name)
+        self.stop()
+
+    @property
+    def http_port(self) -> int:
+        if self.http is None:
+            raise RuntimeError("the HTTP server is not running")
+        return self.http.port
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def run(self) -> int:
+        """Start, loop until stopped, drain, tear down. Returns the exit code (see the module docstring)."""
+        try:
+            self._start()
+        except StoreUnavailable as exc:
+            log.error("the results store is not reachable at startup: %s", exc)
+            self.error = exc
+            self._teardown()
+            return EXIT_FATAL
+        except BaseException:
+            self._teardown()
+            raise
+        assert self.loop is not None
+        code = EXIT_OK
+        try:
+            if self._stop_requested.is_set():
+                self.loop.stop()
+            self.ready.set()
+            self.loop.run()
+        except DeadLetterRateExceeded as exc:
+            self.error = exc
+            log.error("stopping: %s", exc)
+            code = EXIT_FATAL
+        finally:
+            stats = self.loop.stats
+            log.info(
+                "stopped: %d records, %d spans, %d traces scored, %d new results, %d duplicates, %d dead letters",
+                stats.records,
+                stats.spans,
+                stats.traces_scored,
+                stats.results_new,
+                stats.results_duplicate,
+                sum(stats.dead_letters.values()),
+            )
+            self._teardown()
+        return code
+
+    def _start(self) -> None:
+        s = self.settings
+        self.store = open_store(s.store)
+        self.metrics = Metrics(s.metrics)
+        self.http = HttpServer(s.http, self.metrics, self.health)
+        self.http.start()
+        ruleset = RuleSet.load(s.rules_file) if s.rules_file is not None else None
+        sampler = Sampler(s.sampling)
+        stage = ScoringStage(s, ruleset, sampler, lambda: datetime.now(UTC))
+        self.dlq = DeadLetterQueue(s.kafka, s.dead_letter, **self.producer_config)
+
+        def make_source(on_revoked: PartitionsCallback, on_assigned: PartitionsCallback) -> Source:
+            self.source = KafkaSource(s.kafka, on_revoked, on_assigned, **self.consumer_config)
+            return self.source
+
+        self.loop = RunLoop(s, make_source, self.dlq, stage, self.store, self.metrics, self.health, sampler=sampler)
+        log.info(
+            "started: topics %s, group %s, store %s, HTTP port %d",
+            [s.kafka.spans_topic] + ([s.kafka.logs_topic] if s.kafka.logs_topic else []),
+            s.kafka.group_id,
+            _redact(s.store.url),
+            self.http.port,
+        )
+
+    def _teardown(self) -> None:
+        self.health.set_alive(False)
+        steps: list[tuple[str, Callable[[], None] | None]] = [
+            ("consumer", self.source.close if self.source else None),
+            ("dead-letter producer", self.dlq.close if self.dlq else None),
+            ("HTTP server", self.http.stop if self.http else None),
+            ("store", self.store.close if self.store else None),
+        ]
+        for name, fn in steps:
+            if fn is None:
+                continue
+            try:
+                fn()
+            except Exception:
+                log.warning("error closing the %s", name, exc_info=True)
+        self.source = None
+        self.dlq = None
+        self.http = None
+        self.store = None
+
+
+def _redact(url: str) -> str:
+    """A store URL without its password."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"

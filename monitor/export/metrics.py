@@ -1,0 +1,504 @@
+"""The one catalogue of every metric the daemon exports (Prometheus naming: ``monitor_`` prefix,
+base units, ``_total`` counters, bounded labels).
+
+Every metric is created here, on an injected :class:`~prometheus_client.CollectorRegistry` (a fresh
+one when none is given; never the process-global ``REGISTRY``), and changed only through the
+methods of :class:`Metrics`. ``docs/metrics.md`` lists the catalogue for users; keep both in step.
+
+Label rules:
+
+* ``agent`` and ``tool`` values pass a :class:`~monitor.export.cardinality.CardinalityGuard` each
+  (known names + top N by decayed frequency, the rest ``other``; a missing name is ``unknown``);
+  an issue without a tool carries ``tool="none"``.
+* ``kind`` values come from the closed enums of :mod:`monitor.scoring.result`.
+* reasons, outcomes and decisions are codes from the program; a :class:`CappedLabel` bounds them
+  anyway (first 32 distinct values, then ``other``).
+* ``topic``/``partition`` are the consumed topic partitions (bounded by the topic configuration).
+* trace ids, run ids, conversation ids and arguments never become labels. The trace id (and run id
+  when it fits the 128-character limit) rides as an OpenMetrics **exemplar** on the quality
+  counters and the score histogram; exemplars appear only in the OpenMetrics exposition.
+
+Quality metrics are fed by :meth:`Metrics.observe_results`, which the run loop calls only with the
+results the store accepted as new, so replays after a restart never count twice.
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.process_collector import ProcessCollector
+
+from monitor.export.cardinality import OTHER, CappedLabel, CardinalityGuard
+from monitor.scoring.result import FailureKind, Issue, ScoreResult, Severity
+from monitor.settings import MetricsSettings
+from monitor.trajectory.model import Run
+
+__all__ = [
+    "CLOSE_OUTCOMES",
+    "PARAMETER_ERROR_KINDS",
+    "SAMPLING_DECISIONS",
+    "SCORE_BUCKETS",
+    "STORE_OUTCOMES",
+    "TOOL_SELECTION_KINDS",
+    "Metrics",
+]
+
+NAMESPACE: Final = "monitor"
+
+TOOL_SELECTION_KINDS: Final[frozenset[FailureKind]] = frozenset(
+    {
+        FailureKind.WRONG_TOOL,
+        FailureKind.MISSING_TOOL,
+        FailureKind.UNNECESSARY_TOOL,
+        FailureKind.HALLUCINATED_TOOL,
+        FailureKind.FORBIDDEN_TOOL,
+        FailureKind.WRONG_ORDER,
+    }
+)
+"""Failure kinds counted by ``monitor_tool_selection_errors_total``."""
+
+PARAMETER_ERROR_KINDS: Final[frozenset[FailureKind]] = frozenset(
+    {
+        FailureKind.MISSING_PARAMETER,
+        FailureKind.UNKNOWN_PARAMETER,
+        FailureKind.WRONG_TYPE,
+        FailureKind.ENUM_VIOLATION,
+        FailureKind.INVALID_VALUE,
+        FailureKind.WRONG_VALUE,
+        FailureKind.FORBIDDEN_PARAMETER,
+        FailureKind.MALFORMED_ARGUMENTS,
+    }
+)
+"""Failure kinds counted by ``monitor_parameter_errors_total``."""
+
+CLOSE_OUTCOMES: Final = ("complete", "idle", "max_age", "max_spans", "memory", "shutdown")
+STORE_OUTCOMES: Final = ("new", "duplicate", "error")
+SAMPLING_DECISIONS: Final = ("sampled", "skipped")
+RESULT_STATUSES: Final = ("scored", "not_applicable", "error")
+
+SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+"""Histogram buckets for scores in [0, 1]: ``le="0.0"`` counts exact zeros, ``le="1.0"`` everything."""
+
+NO_TOOL: Final = "none"
+"""``tool`` label value of an issue that names no tool (e.g. ``goal_not_met``)."""
+
+EXEMPLAR_MAX_CHARS: Final = 128
+"""OpenMetrics limit on the combined length of an exemplar's label names and values."""
+
+
+def _passed_label(result: ScoreResult) -> str:
+    if result.passed is None:
+        return "none"
+    return "true" if result.passed else "false"
+
+
+def _exemplar(trace_id: str | None, run_id: str | None) -> dict[str, str] | None:
+    """``{"trace_id": …, "run_id": …}`` within the OpenMetrics 128-character limit, else less, else None."""
+    if not trace_id:
+        return None
+    ex = {"trace_id": trace_id}
+    if run_id:
+        ex["run_id"] = run_id
+    for candidate in (ex, {"trace_id": trace_id}):
+        if sum(len(k) + len(v) for k, v in candidate.items()) <= EXEMPLAR_MAX_CHARS:
+            return candidate
+    return None
+
+
+class Metrics:
+    """Every metric of the daemon; the only way code changes one.
+
+    Thread-safe: counters/gauges are thread-safe in ``prometheus_client``; :meth:`observe_results`
+    additionally serialises label resolution and updates, so a label value the cardinality guard
+    evicts (and whose series it removes) is never recreated by a racing update.
+    """
+
+    def __init__(self, settings: MetricsSettings, registry: CollectorRegistry | None = None) -> None:
+        self.settings = settings
+        self.registry: CollectorRegistry = registry if registry is not None else CollectorRegistry()
+        reg = self.registry
+        self._quality_lock = threading.Lock()
+        self._agent_cache: dict[str | None, str] = {}  # per observe_results call, under _quality_lock
+        self._tool_cache: dict[str | None, str] = {}
+        self.agents = CardinalityGuard(settings.known_agents, settings.top_n, on_evict=self._evict_agent)
+        self.tools = CardinalityGuard(settings.known_tools, settings.top_n, on_evict=self._evict_tool)
+        self._reason = CappedLabel()
+        self._dlq_reason = CappedLabel()
+        self._outcome = CappedLabel(CLOSE_OUTCOMES)
+        self._store_outcome = CappedLabel(STORE_OUTCOMES)
+        self._decision = CappedLabel(SAMPLING_DECISIONS)
+        self._pause_reason = CappedLabel()
+        self._scorer = CappedLabel(max_values=200)
+
+        # ------------------------------------------------------------- build / process
+        self.build_info = Info(
+            "build", "Version of the monitor daemon and its Python.", namespace=NAMESPACE, registry=reg
+        )
+        self.build_info.info({"version": _version(), "python": platform.python_version()})
+        ProcessCollector(registry=reg)  # standard process_* metrics (memory, CPU, fds); Linux only
+
+        # ------------------------------------------------------------- pipeline
+        self.records_consumed_total = Counter(
+            "records_consumed",
+            "Kafka records consumed, by topic and partition.",
+            ["topic", "partition"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.spans_decoded_total = Counter(
+            "spans_decoded", "Spans decoded from consumed records.", namespace=NAMESPACE, registry=reg
+        )
+        self.records_invalid_total = Counter(
+            "records_invalid",
+            "Records that could not be decoded, by reason.",
+            ["reason"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.records_dead_lettered_total = Counter(
+            "records_dead_lettered",
+            "Records sent to the dead-letter topic, by reason.",
+            ["reason"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.traces_open = Gauge("traces_open", "Traces the assembler holds open.", namespace=NAMESPACE, registry=reg)
+        self.spans_open = Gauge(
+            "spans_open", "Spans buffered across the open traces.", namespace=NAMESPACE, registry=reg
+        )
+        self.oldest_open_trace_age_seconds = Gauge(
+            "oldest_open_trace_age_seconds",
+            "Age of the oldest open trace when last reported (0 when none is open).",
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.traces_closed_total = Counter(
+            "traces_closed",
+            "Traces closed by the assembler, by outcome (complete, idle, max_age, max_spans, memory, shutdown).",
+            ["outcome"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.late_spans_total = Counter(
+            "late_spans", "Spans that arrived after their trace was closed.", namespace=NAMESPACE, registry=reg
+        )
+        self.split_traces_total = Counter(
+            "split_traces",
+            "Traces whose spans arrived on more than one partition (key spans by trace id).",
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.last_commit_timestamp_seconds = Gauge(
+            "last_commit_timestamp_seconds",
+            "Unix time of the last successful offset commit, by topic and partition.",
+            ["topic", "partition"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.consumer_lag_records = Gauge(
+            "consumer_lag_records",
+            "Records between the consumer's position and the end of the partition.",
+            ["topic", "partition"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.consumer_paused = Gauge(
+            "consumer_paused",
+            "1 while the consumer is paused for this reason (backpressure), else 0.",
+            ["reason"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.store_writes_total = Counter(
+            "store_writes",
+            "Results written to the store, by outcome (new, duplicate, error).",
+            ["outcome"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.runs_sampled_total = Counter(
+            "runs_sampled",
+            "Sampling decisions on closed runs, by decision (sampled, skipped).",
+            ["decision"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.label_values_folded_total = Counter(
+            "label_values_folded",
+            "Agent or tool names folded into the label value 'other' by the cardinality guard.",
+            ["label"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+
+        # ------------------------------------------------------------- quality
+        self.runs_scored_total = Counter(
+            "runs_scored",
+            "Runs with at least one new scorer result, by agent.",
+            ["agent"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.tool_calls_total = Counter(
+            "tool_calls",
+            "Tool calls of scored runs, by agent and tool.",
+            ["agent", "tool"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.tool_selection_errors_total = Counter(
+            "tool_selection_errors",
+            "Tool-selection errors found by scorers, by kind, agent and tool.",
+            ["kind", "agent", "tool"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.parameter_errors_total = Counter(
+            "parameter_errors",
+            "Tool-parameter errors found by scorers, by kind, agent and tool.",
+            ["kind", "agent", "tool"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.failure_patterns_total = Counter(
+            "failure_patterns",
+            "Failures of every kind of the taxonomy found by scorers, by kind, agent and tool.",
+            ["kind", "agent", "tool"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.scorer_results_total = Counter(
+            "scorer_results",
+            "Scorer results, by scorer, status (scored, not_applicable, error) and passed (true, false, none).",
+            ["scorer", "status", "passed"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.score_ratio = Histogram(
+            "score_ratio",
+            "Scores in [0, 1] of scored results, by scorer.",
+            ["scorer"],
+            namespace=NAMESPACE,
+            registry=reg,
+            buckets=SCORE_BUCKETS,
+        )
+
+        for outcome in CLOSE_OUTCOMES:
+            self.traces_closed_total.labels(outcome)
+        for outcome in STORE_OUTCOMES:
+            self.store_writes_total.labels(outcome)
+        for decision in SAMPLING_DECISIONS:
+            self.runs_sampled_total.labels(decision)
+        for label in ("agent", "tool"):
+            self.label_values_folded_total.labels(label)
+
+    # ================================================================= pipeline
+
+    def records_consumed(self, topic: str, partition: int, n: int = 1) -> None:
+        """Count ``n`` records consumed from ``topic``/``partition``."""
+        self.records_consumed_total.labels(topic, str(partition)).inc(n)
+
+    def spans_decoded(self, n: int) -> None:
+        """Count ``n`` spans decoded."""
+        self.spans_decoded_total.inc(n)
+
+    def record_invalid(self, reason: str) -> None:
+        """Count one undecodable record. Counts only ``monitor_records_invalid_total``: the dead-letter
+        producer calls :meth:`record_dead_lettered` itself when it sends the record (it may be disabled)."""
+        self.records_invalid_total.labels(self._reason(reason)).inc()
+
+    def record_dead_lettered(self, reason: str) -> None:
+        """Count one record sent to the dead-letter topic."""
+        self.records_dead_lettered_total.labels(self._dlq_reason(reason)).inc()
+
+    def traces_closed(self, outcome: str, n: int = 1) -> None:
+        """Count ``n`` traces closed with ``outcome`` (complete|idle|max_age|max_spans|memory|shutdown)."""
+        self.traces_closed_total.labels(self._outcome(outcome)).inc(n)
+
+    def late_spans(self, n: int) -> None:
+        """Count ``n`` spans that arrived after their trace closed."""
+        self.late_spans_total.inc(n)
+
+    def split_traces(self, n: int) -> None:
+        """Count ``n`` traces seen on more than one partition."""
+        self.split_traces_total.inc(n)
+
+    def commit_done(self, topic: str, partition: int, when_s: float) -> None:
+        """Record a successful commit on ``topic``/``partition`` at Unix time ``when_s``."""
+        self.last_commit_timestamp_seconds.labels(topic, str(partition)).set(when_s)
+
+    def set_lag(self, topic: str, partition: int, lag: int) -> None:
+        """Set the consumer lag (records) of ``topic``/``partition``."""
+        self.consumer_lag_records.labels(topic, str(partition)).set(lag)
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """Drop the per-partition gauges of a revoked partition (its new owner reports them).
+
+        Not in the first contract: optional for the run loop; without it a revoked partition keeps
+        its last lag and commit time on this replica.
+        """
+        for gauge in (self.consumer_lag_records, self.last_commit_timestamp_seconds):
+            gauge.remove_by_labels({"topic": topic, "partition": str(partition)})
+
+    def paused(self, on: bool, reason: str) -> None:
+        """Set ``monitor_consumer_paused{reason}`` to 1 (paused) or 0 (resumed)."""
+        self.consumer_paused.labels(self._pause_reason(reason)).set(1 if on else 0)
+
+    def store_write(self, outcome: str, n: int = 1) -> None:
+        """Count ``n`` results written with ``outcome`` (new|duplicate|error)."""
+        self.store_writes_total.labels(self._store_outcome(outcome)).inc(n)
+
+    def runs_sampled(self, decision: str, n: int = 1) -> None:
+        """Count ``n`` sampling decisions (sampled|skipped)."""
+        self.runs_sampled_total.labels(self._decision(decision)).inc(n)
+
+    def set_open_traces(self, n: int, spans: int, oldest_age_s: float) -> None:
+        """Report the assembler's state: open traces, buffered spans, age of the oldest open trace."""
+        self.traces_open.set(n)
+        self.spans_open.set(spans)
+        self.oldest_open_trace_age_seconds.set(oldest_age_s)
+
+    # ================================================================= quality
+
+    def observe_results(self, run: Run, results: Sequence[ScoreResult]) -> None:
+        """Count the quality metrics of ``run`` for ``results`` (call ONLY with results the store
+        accepted as NEW, so a replay never counts twice).
+
+        ``run`` is the root run; ``results`` may hold results of the root and of nested runs (matched
+        by ``run_id``; a result whose ``run_id`` matches no run belongs to the root). Per run of the
+        tree with at least one result here: ``monitor_runs_scored_total`` +1 and its own tool calls
+        count in ``monitor_tool_calls_total``; the calls of a nested run below a counted run count too
+        (nested runs not scored on their own), under the nested run's agent. ``agent`` is the
+        result's ``agent``, else the run's (for a call: the call's ``agent``, else its run's).
+        Each distinct failure issue (severity error/warning; keyed by run, kind, tool, parameter,
+        call index and turn, so the same finding from two scorers counts once) counts in
+        ``monitor_failure_patterns_total`` and, by kind, in
+        ``monitor_tool_selection_errors_total`` or ``monitor_parameter_errors_total``. Every result
+        counts in ``monitor_scorer_results_total``; scored ones observe ``monitor_score_ratio``.
+        Nothing is counted when ``results`` is empty.
+        """
+        if not results:
+            return
+        with self._quality_lock:
+            try:
+                self._observe(run, results)
+            finally:
+                self._agent_cache.clear()
+                self._tool_cache.clear()
+
+    def _observe(self, root: Run, results: Sequence[ScoreResult]) -> None:
+        by_id: dict[str, Run] = {}
+        for r in root.walk():
+            by_id.setdefault(r.run_id, r)
+        grouped: dict[str, list[ScoreResult]] = {}
+        for res in results:
+            rid = res.run_id if res.run_id in by_id else root.run_id
+            assert rid is not None
+            grouped.setdefault(rid, []).append(res)
+
+        # runs scored + tool calls
+        for r in _covered(root, grouped):
+            own = grouped.get(r.run_id, [])
+            agent_name = next((x.agent for x in own if x.agent), None) or r.agent
+            exemplar = _exemplar(r.trace_id or root.trace_id, r.run_id)
+            if own:
+                self.runs_scored_total.labels(self._agent(agent_name)).inc(1, exemplar)
+            for call in r.calls:
+                labels = (self._agent(call.agent or agent_name), self._tool(call.name))
+                self.tool_calls_total.labels(*labels).inc(1, exemplar)
+
+        # results, scores, issues
+        seen: set[tuple[object, ...]] = set()
+        for rid, own in grouped.items():
+            r = by_id[rid]
+            for res in own:
+                exemplar = _exemplar(res.trace_id or r.trace_id, res.run_id or r.run_id)
+                scorer = self._scorer(res.scorer)
+                self.scorer_results_total.labels(scorer, res.status, _passed_label(res)).inc(1, exemplar)
+                if res.status == "scored" and res.score is not None:
+                    self.score_ratio.labels(scorer).observe(res.score, exemplar)
+                agent_name = res.agent or r.agent
+                for issue in res.issues:
+                    if not isinstance(issue.kind, FailureKind) or issue.severity is Severity.INFO:
+                        continue
+                    key = (rid, issue.kind, issue.tool, issue.parameter, issue.call_index, issue.turn)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    self._count_issue(issue, issue.kind, agent_name, exemplar)
+
+    def _count_issue(
+        self, issue: Issue, kind: FailureKind, agent_name: str | None, exemplar: dict[str, str] | None
+    ) -> None:
+        labels = (str(kind), self._agent(agent_name), self._tool(issue.tool) if issue.tool else NO_TOOL)
+        self.failure_patterns_total.labels(*labels).inc(1, exemplar)
+        if kind in TOOL_SELECTION_KINDS:
+            self.tool_selection_errors_total.labels(*labels).inc(1, exemplar)
+        elif kind in PARAMETER_ERROR_KINDS:
+            self.parameter_errors_total.labels(*labels).inc(1, exemplar)
+
+    # ================================================================= labels
+
+    # Each distinct name is resolved (and counted by its guard) once per observe_results call, so a
+    # guard's frequency is "runs mentioning the name", whatever the number of calls or issues.
+
+    def _agent(self, name: str | None) -> str:
+        value = self._agent_cache.get(name)
+        if value is None:
+            value = self._agent_cache[name] = self.agents.label(name)
+            if value == OTHER:
+                self.label_values_folded_total.labels("agent").inc()
+        return value
+
+    def _tool(self, name: str | None) -> str:
+        value = self._tool_cache.get(name)
+        if value is None:
+            value = self._tool_cache[name] = self.tools.label(name)
+            if value == OTHER:
+                self.label_values_folded_total.labels("tool").inc()
+        return value
+
+    def _evict_agent(self, name: str) -> None:
+        for metric in (
+            self.runs_scored_total,
+            self.tool_calls_total,
+            self.tool_selection_errors_total,
+            self.parameter_errors_total,
+            self.failure_patterns_total,
+        ):
+            metric.remove_by_labels({"agent": name})
+
+    def _evict_tool(self, name: str) -> None:
+        for metric in (
+            self.tool_calls_total,
+            self.tool_selection_errors_total,
+            self.parameter_errors_total,
+            self.failure_patterns_total,
+        ):
+            metric.remove_by_labels({"tool": name})
+
+
+def _covered(root: Run, grouped: dict[str, list[ScoreResult]]) -> Iterable[Run]:
+    """Runs of the tree, depth first, whose tool calls count: a run with results here, and any nested
+    run below a counted run (a nested run not scored on its own rides with its parent)."""
+
+    def visit(r: Run, parent_counted: bool) -> Iterable[Run]:
+        counted = r.run_id in grouped or parent_counted
+        if counted:
+            yield r
+        for child in r.children:
+            yield from visit(child, counted)
+
+    yield from visit(root, False)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("agent-tool-monitor")
+    except metadata.PackageNotFoundError:  # pragma: no cover - source checkout without install
+        return "unknown"

@@ -1,0 +1,134 @@
+"""The store's tables (SQLAlchemy Core), identical on SQLite and PostgreSQL.
+
+The migrations in :mod:`monitor.store.migrations` build exactly this schema; a test checks that
+Alembic's ``compare_metadata`` finds no difference. Change both together (a new revision per change).
+
+Timestamps are stored in UTC (:class:`UTCDateTime`); JSON columns use the portable ``sqlalchemy.JSON`` type
+(``json`` on PostgreSQL, text holding JSON on SQLite).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A timezone-aware datetime stored in UTC.
+
+    Binds: aware datetimes are converted to UTC, naive ones are taken as UTC. Results: always aware (UTC).
+    SQLite keeps the UTC wall-clock text, so comparisons stay correct there as well.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+# BIGINT on PostgreSQL; INTEGER on SQLite so the column is the rowid alias (autoincrementing).
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("trace_id", sa.Text, primary_key=True, comment="W3C trace id (hex)"),
+    sa.Column("run_id", sa.Text, primary_key=True, comment="id of the run inside the trace (root span id)"),
+    sa.Column("agent", sa.Text, nullable=True),
+    sa.Column("conversation_id", sa.Text, nullable=True),
+    sa.Column("start_time", UTCDateTime, nullable=True, comment="start of the run (from the spans)"),
+    sa.Column("tools", sa.JSON, nullable=False, comment="names of the tools called, in call order"),
+    sa.Column("first_scored_at", UTCDateTime, nullable=False),
+    sa.Column("last_scored_at", UTCDateTime, nullable=False),
+    sa.Index(None, "last_scored_at"),
+    sa.Index(None, "agent", "start_time"),
+)
+
+results = sa.Table(
+    "results",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("trace_id", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("agent", sa.Text, nullable=True, comment="copied from the run for the report indexes"),
+    sa.Column("scorer", sa.Text, nullable=False, comment="scorer instance id"),
+    sa.Column("scorer_version", sa.Integer, nullable=False),
+    sa.Column("scorer_kind", sa.Text, nullable=False),
+    sa.Column("params_hash", sa.Text, nullable=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, comment="scored | not_applicable | error"),
+    sa.Column("score", sa.Float, nullable=True),
+    sa.Column("threshold", sa.Float, nullable=True),
+    sa.Column("passed", sa.Boolean, nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("degraded", sa.Text, nullable=True),
+    sa.Column("details", sa.JSON, nullable=False),
+    sa.Column(
+        "judge",
+        sa.JSON(none_as_null=True),
+        nullable=True,
+        comment="judge usage (model, tokens, cost), null for code scorers",
+    ),
+    sa.Column("scored_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("trace_id", "run_id", "scorer", "scorer_version"),
+    sa.ForeignKeyConstraint(["trace_id", "run_id"], ["runs.trace_id", "runs.run_id"], ondelete="CASCADE"),
+    sa.Index(None, "scored_at", "agent", "scorer"),
+    sa.Index(None, "agent", "scorer", "scored_at"),
+)
+
+issues = sa.Table(
+    "issues",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("result_id", BigId, sa.ForeignKey("results.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("kind", sa.String(64), nullable=False, comment="FailureKind or NoteKind"),
+    sa.Column("severity", sa.String(16), nullable=False, comment="error | warning | info"),
+    sa.Column("tool", sa.Text, nullable=True),
+    sa.Column("parameter", sa.Text, nullable=True, comment="JSON Pointer"),
+    sa.Column("call_index", sa.Integer, nullable=True),
+    sa.Column("call_id", sa.Text, nullable=True),
+    sa.Column("turn", sa.Integer, nullable=True),
+    sa.Column("expected_tool", sa.Text, nullable=True, comment="wrong_tool: the tool that was expected"),
+    sa.Column("expected", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("actual", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("detail", sa.JSON(none_as_null=True), nullable=True),
+    sa.Index(None, "result_id"),
+    sa.Index(None, "kind", "tool"),
+)
+
+judge_batches = sa.Table(
+    "judge_batches",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True, comment="provider batch id"),
+    sa.Column("custom_ids", sa.JSON, nullable=False, comment="custom ids of the requests in the batch"),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("submitted_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Index(None, "status", "submitted_at"),
+)
