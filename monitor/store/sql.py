@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import json
 import logging
 import math
 import threading
@@ -174,6 +175,23 @@ class _Prepared:
     run_row: dict[str, Any]
 
 
+_PARAMS_CACHE: dict[str, Any] = {}
+_PARAMS_CACHE_MAX = 4096
+
+
+def _params_json(params_hash: str, params: Mapping[str, Any]) -> Any:
+    """A scorer instance's parameters are the same on every result it returns: convert them once per
+    ``params_hash`` (the hash of their canonical JSON, so equal hashes mean equal parameters)."""
+    if not params_hash:
+        return jsonable(params)
+    cached = _PARAMS_CACHE.get(params_hash)
+    if cached is None:
+        if len(_PARAMS_CACHE) >= _PARAMS_CACHE_MAX:
+            _PARAMS_CACHE.clear()
+        cached = _PARAMS_CACHE[params_hash] = jsonable(params)
+    return cached
+
+
 def _prepare(item: StoredResult) -> _Prepared:
     res: ScoreResult = item.result
     if not res.trace_id or not res.run_id:
@@ -190,7 +208,7 @@ def _prepare(item: StoredResult) -> _Prepared:
         "scorer_version": int(res.scorer_version),
         "scorer_kind": _text(res.scorer_kind),
         "params_hash": _text(res.params_hash),
-        "params": jsonable(res.params),
+        "params": _params_json(res.params_hash, res.params),
         "status": res.status,
         "score": res.score if res.score is None or math.isfinite(res.score) else None,
         "threshold": res.threshold,
@@ -339,11 +357,27 @@ class SqlResultStore:
             )
             .returning(results.c.id, results.c.trace_id, results.c.run_id, results.c.scorer, results.c.scorer_version)
         )
+        postgres = self.dialect == "postgresql"
         with self.engine.begin() as conn:
             # 1. runs not seen before (their results in this batch are all new: results reference runs)
-            created = {(row.trace_id, row.run_id) for row in conn.execute(run_stmt, run_rows)}
+            if postgres:
+                run_keys = ["trace_id", "run_id"]
+                created = set(_pg_unnest_insert(conn, runs, run_rows, conflict=run_keys, returning=run_keys))
+            else:
+                created = {(row.trace_id, row.run_id) for row in conn.execute(run_stmt, run_rows)}
             # 2. results; the rows returned are exactly the ones inserted now
-            inserted = conn.execute(result_stmt, [p.result_row for p in unique]).all()
+            result_rows = [p.result_row for p in unique]
+            inserted: Sequence[Any]
+            if postgres:
+                key_cols = ["trace_id", "run_id", "scorer", "scorer_version"]
+                inserted = [
+                    _KeyRow(*row)
+                    for row in _pg_unnest_insert(
+                        conn, results, result_rows, conflict=key_cols, returning=["id", *key_cols]
+                    )
+                ]
+            else:
+                inserted = conn.execute(result_stmt, result_rows).all()
             new_ids: dict[Key, int] = {
                 (row.trace_id, row.run_id, row.scorer, row.scorer_version): row.id for row in inserted
             }
@@ -359,7 +393,10 @@ class SqlResultStore:
                 {"result_id": new_ids[p.key], **row} for p in unique if p.key in new_ids for row in p.issue_rows
             ]
             if issue_rows:
-                conn.execute(sa.insert(issues), issue_rows)
+                if postgres:
+                    _pg_unnest_insert(conn, issues, issue_rows)
+                else:
+                    conn.execute(sa.insert(issues), issue_rows)
         return new_ids
 
     def _retrying(self, action: Callable[[], T]) -> T:
@@ -419,6 +456,70 @@ class SqlResultStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _KeyRow:
+    id: int
+    trace_id: str
+    run_id: str
+    scorer: str
+    scorer_version: int
+
+
+_PG_TYPES: dict[tuple[str, str], str] = {}
+
+
+def _pg_array_type(table: sa.Table, column: str, dialect: sa.Dialect) -> str:
+    """The PostgreSQL element type to ``unnest`` a column's values as (JSON travels as text, then cast)."""
+    key = (table.name, column)
+    cached = _PG_TYPES.get(key)
+    if cached is None:
+        col_type = table.c[column].type
+        cached = "text" if isinstance(col_type, sa.JSON) else col_type.compile(dialect=dialect)
+        _PG_TYPES[key] = cached
+    return cached
+
+
+def _pg_value(table: sa.Table, column: str, value: Any) -> Any:
+    col_type = table.c[column].type
+    if isinstance(col_type, sa.JSON):
+        if value is None and col_type.none_as_null:
+            return None
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    return value
+
+
+def _pg_unnest_insert(
+    conn: sa.Connection,
+    table: sa.Table,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    conflict: Sequence[str] | None = None,
+    returning: Sequence[str] | None = None,
+) -> list[tuple[Any, ...]]:
+    """Insert many rows on PostgreSQL as one statement with one array parameter per column.
+
+    ``INSERT … SELECT … FROM unnest(%(c1)s::t1[], …)`` keeps the statement short and identical for every
+    batch size, instead of one placeholder per value (which the driver re-parses for every batch).
+    Semantics are those of the SQLAlchemy ``insert`` path: ``ON CONFLICT (conflict) DO NOTHING`` and
+    ``RETURNING`` the inserted rows only.
+    """
+    if not rows:
+        return []
+    columns = list(rows[0])
+    params = {f"p{i}": [_pg_value(table, c, row[c]) for row in rows] for i, c in enumerate(columns)}
+    select = ", ".join(f"{c}::json" if isinstance(table.c[c].type, sa.JSON) else c for c in columns)
+    sources = ", ".join(f"%(p{i})s::{_pg_array_type(table, c, conn.dialect)}[]" for i, c in enumerate(columns))
+    names = ", ".join(columns)  # our own schema's names: plain lower-case identifiers, no quoting needed
+    sql = f"INSERT INTO {table.name} ({names}) SELECT {select} FROM unnest({sources}) AS t({names})"
+    if conflict is not None:
+        sql += " ON CONFLICT (" + ", ".join(conflict) + ") DO NOTHING"
+    if returning:
+        sql += " RETURNING " + ", ".join(returning)
+        return [tuple(row) for row in conn.exec_driver_sql(sql, params)]
+    conn.exec_driver_sql(sql, params)
+    return []
 
 
 @contextlib.contextmanager
