@@ -61,7 +61,9 @@ def view(run: Run, calls_source: CallsSource = "auto", scope: Scope = "flatten")
     _collect(run, 0, scope, calls)
     if calls_source == "selected":
         calls = [
-            dataclasses.replace(c, args=c.requested_args if c.requested_args is not ABSENT else c.args)
+            dataclasses.replace(c, args=c.requested_args)
+            if c.requested_args is not ABSENT and c.requested_args is not c.args
+            else c
             for c in calls
             if c.step is not None
         ]
