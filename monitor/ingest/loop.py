@@ -380,7 +380,12 @@ class RunLoop:
         """Build the runs of a closed trace (once) and score them; raises only ``Backpressure``."""
         closed = held.closed
         if held.runs is None:
-            held.runs = build_runs(closed.spans, closed.logs, forced=closed.reason if closed.forced else None)
+            try:
+                held.runs = build_runs(closed.spans, closed.logs, forced=closed.reason if closed.forced else None)
+            except Exception:  # a bug in the rebuild must not stop the daemon: count it, keep the offsets moving
+                log.exception("could not rebuild trace %s: skipped", closed.trace_id)
+                self.metrics.record_invalid("rebuild_failed")
+                held.runs = []
         scored = _Scored(held.runs)
         for i, run in enumerate(held.runs):
             by_id = {r.run_id: r for r in run.walk()}

@@ -161,9 +161,11 @@ def _sub_indexed(flat: Mapping[str, Any], prefix: str) -> dict[int, dict[str, An
 
 def detect_role(span: SpanRecord) -> Role:
     a = span.attributes
-    op = a.get(GenAI.OPERATION)
+    op = _str(a.get(GenAI.OPERATION))
     name = span.name
     tool_name = a.get(GenAI.TOOL_NAME)
+    if not isinstance(tool_name, str | None):
+        tool_name = None
     if name.startswith(ADK.MERGED_SPAN_PREFIX) or tool_name in ADK.MERGED_TOOL_NAMES:
         return Role.SYNTHETIC
     if op == Op.EXECUTE_TOOL or op == OpenAIAgents.HANDOFF_OP:
@@ -174,7 +176,7 @@ def detect_role(span: SpanRecord) -> Role:
         return Role.WORKFLOW
     if op in Op.INFERENCE:
         return Role.LLM
-    oi = a.get(OpenInference.SPAN_KIND)
+    oi = _str(a.get(OpenInference.SPAN_KIND))
     if oi == OpenInference.KIND_TOOL:
         return Role.TOOL
     if oi == OpenInference.KIND_AGENT:
