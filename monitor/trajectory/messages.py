@@ -136,6 +136,14 @@ def decode_arguments(value: Any) -> Captured:
         try:
             decoded = json.loads(text)
         except (ValueError, RecursionError):
+            # LangChain's input_str is the Python repr of the parsed arguments: read it, never evaluate it
+            if text.startswith("{") and len(text) <= _MAX_PARSE_CHARS:
+                try:
+                    literal = ast.literal_eval(text)
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    return Malformed(value)
+                if isinstance(literal, dict) and all(isinstance(k, str) for k in literal):
+                    return literal
             return Malformed(value)
         if isinstance(decoded, str) and decoded.strip().startswith("{"):
             try:

@@ -183,6 +183,8 @@ def detect_role(span: SpanRecord) -> Role:
         return Role.AGENT
     if oi == OpenInference.KIND_LLM:
         return Role.LLM
+    if oi == OpenInference.KIND_CHAIN and span.parent_span_id is None:
+        return Role.WORKFLOW  # the root chain of a LangChain / LangGraph trace holds the whole run
     tl = a.get(Traceloop.SPAN_KIND)
     if tl == Traceloop.KIND_TOOL:
         return Role.TOOL

@@ -391,3 +391,62 @@ def test_clock_skew_and_duplicate_spans_do_not_break_the_rebuild() -> None:
     (run,) = build_runs([_agent(), skewed, skewed, _agent()])
     (call,) = run.calls
     assert call.duration_ms == 0.0
+
+
+def test_langgraph_through_openinference_is_one_run_with_its_tool_calls() -> None:
+    """openinference-instrumentation-langchain on a LangGraph ReAct agent: a root CHAIN, one AGENT span per
+    model turn (LangChain runs named "agent" are forced to AGENT) and the tools under a sibling "tools" chain;
+    tool inputs are LangChain's Python-repr ``input_str``."""
+    kind = "openinference.span.kind"
+    spans = [
+        make_span(
+            "LangGraph",
+            span_id="r0",
+            start=0,
+            end=1000,
+            **{kind: "CHAIN", "input.value": '{"messages": [["user", "Weather in Oslo?"]]}'},
+        ),
+        make_span("agent", span_id="a1", parent="r0", start=10, end=100, **{kind: "AGENT"}),
+        make_span(
+            "ChatAnthropic",
+            span_id="l1",
+            parent="a1",
+            start=20,
+            end=90,
+            **{
+                kind: "LLM",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": "Weather in Oslo?",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.id": "toolu_1",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"city": "Oslo"}',
+            },
+        ),
+        make_span("tools", span_id="t0", parent="r0", start=110, end=200, **{kind: "CHAIN"}),
+        make_span(
+            "get_weather",
+            span_id="t1",
+            parent="t0",
+            start=120,
+            end=190,
+            **{kind: "TOOL", "tool.name": "get_weather", "input.value": "{'city': 'Oslo'}", "output.value": "cloudy"},
+        ),
+        make_span("agent", span_id="a2", parent="r0", start=210, end=300, **{kind: "AGENT"}),
+        make_span(
+            "ChatAnthropic",
+            span_id="l2",
+            parent="a2",
+            start=220,
+            end=290,
+            **{
+                kind: "LLM",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": "Cloudy in Oslo.",
+            },
+        ),
+    ]
+    (run,) = build_runs(spans)
+    assert run.agent == "agent" and run.children == ()
+    assert [(c.name, c.args, c.executed, c.step) for c in run.calls] == [("get_weather", {"city": "Oslo"}, True, 0)]
+    assert run.user_text == "Weather in Oslo?" and run.final_response == "Cloudy in Oslo."
