@@ -389,6 +389,16 @@ def _legacy_traceloop_messages(a: Mapping[str, Any], prefix: str, default_role: 
     return tuple(out)
 
 
+_FLATTENED_PREFIXES: tuple[str, ...] = (
+    OpenInference.INPUT_MESSAGES_PREFIX,
+    OpenInference.OUTPUT_MESSAGES_PREFIX,
+    OpenInference.TOOLS_PREFIX,
+    Traceloop.PROMPT_PREFIX,
+    Traceloop.COMPLETION_PREFIX,
+    Traceloop.FUNCTIONS_PREFIX,
+)
+
+
 def _flattened_tools(a: Mapping[str, Any]) -> tuple[ToolDef, ...] | None:
     oi = _indexed(a, OpenInference.TOOLS_PREFIX)
     if oi:
@@ -601,13 +611,15 @@ def _model_io(f: SpanFacts) -> None:
 
     inputs = parse_messages(merged.get(GenAI.INPUT_MESSAGES))
     outputs = parse_messages(merged.get(GenAI.OUTPUT_MESSAGES), "assistant")
-    if inputs is None:
+    # flattened (indexed-key) conventions: one cheap pass decides whether any is present at all
+    flattened = any(k.startswith(_FLATTENED_PREFIXES) for k in a)
+    if flattened and inputs is None:
         inputs = _oi_messages(a, OpenInference.INPUT_MESSAGES_PREFIX, "user")
-    if outputs is None:
+    if flattened and outputs is None:
         outputs = _oi_messages(a, OpenInference.OUTPUT_MESSAGES_PREFIX, "assistant")
-    if inputs is None:
+    if flattened and inputs is None:
         inputs = _legacy_traceloop_messages(a, Traceloop.PROMPT_PREFIX, "user")
-    if outputs is None:
+    if flattened and outputs is None:
         outputs = _legacy_traceloop_messages(a, Traceloop.COMPLETION_PREFIX, "assistant")
     if inputs is None and a.get(ADK.LLM_REQUEST) is not None:
         inputs = parse_messages(a.get(ADK.LLM_REQUEST))
@@ -626,7 +638,7 @@ def _model_io(f: SpanFacts) -> None:
     f.output_messages = outputs
 
     tools = parse_tool_definitions(merged.get(GenAI.TOOL_DEFINITIONS), GenAI.TOOL_DEFINITIONS)
-    if tools is None:
+    if tools is None and flattened:
         tools = _flattened_tools(a)
     if tools is None and a.get(PydanticAI.MODEL_REQUEST_PARAMETERS) is not None:
         params = loads(a.get(PydanticAI.MODEL_REQUEST_PARAMETERS))
