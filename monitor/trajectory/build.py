@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from monitor.trajectory.model import (
     ABSENT,
     CallKind,
+    Captured,
     LlmStep,
+    Malformed,
     Messages,
     Run,
     ToolCall,
@@ -38,8 +40,8 @@ from monitor.trajectory.model import (
     ToolDef,
     Usage,
 )
-from monitor.trajectory.normalize import Role, SpanFacts, normalize
-from monitor.trajectory.semconv import Monitor
+from monitor.trajectory.normalize import Role, SpanFacts, normalize, normalize_agent_content
+from monitor.trajectory.semconv import Monitor, Traceloop
 from monitor.trajectory.spans import STATUS_ERROR, LogEvent, SpanRecord
 from monitor.trajectory.view import order_key
 
@@ -132,6 +134,7 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
         children[parent if parent in facts else None].append(f)
     for kids in children.values():
         kids.sort(key=lambda f: (f.span.start_ns, f.span.span_id))
+        _promote_agent_tasks(kids)
 
     # subtree flags, bottom-up without recursion limits
     has_agent: dict[str, bool] = {}
@@ -148,6 +151,7 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
         has_work[f.span_id] = f.role in (Role.LLM, Role.TOOL) or any(has_work[k.span_id] for k in kids)
 
     top: list[_RunAcc] = []
+    nested: dict[tuple[str, str | None], _RunAcc] = {}
     # iterative DFS: (facts, current run, enclosing tool of the current run, enclosing llm span)
     work: list[tuple[SpanFacts, _RunAcc | None, SpanFacts | None, SpanFacts | None]] = [
         (f, None, None, None) for f in reversed(children[None])
@@ -163,8 +167,13 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
             elif tool is None and (run.agent_is_weak or f.agent_name is None or f.agent_name == run.agent):
                 run.agent_spans.append(f)
             else:
-                child = _RunAcc(f, via_tool=tool is not None)
-                run.children.append(child)
+                key = (tool.span_id if tool is not None else run.root.span_id, f.agent_name)
+                child = nested.get(key)
+                if child is None:
+                    child = nested[key] = _RunAcc(f, via_tool=tool is not None)
+                    run.children.append(child)
+                else:  # a second span of the same nested agent (see _promote_agent_tasks)
+                    child.agent_spans.append(f)
                 if tool is not None:
                     run.agent_tools.add(tool.span_id)
                 run, tool, llm = child, None, None
@@ -196,6 +205,24 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
             work.append((kid, run, tool, llm))
 
     return [_finish(acc, None, None, forced) for acc in top]
+
+
+def _promote_agent_tasks(siblings: Sequence[SpanFacts]) -> None:
+    """OpenLLMetry's LangChain instrumentation opens an empty ``invoke_agent X`` span for a nested graph
+    and records the graph itself under a *sibling* task span named X: that task is the agent's body."""
+    agents = {f.agent_name for f in siblings if f.role is Role.AGENT and f.agent_name}
+    if not agents:
+        return
+    for f in siblings:
+        a = f.span.attributes
+        if (
+            f.role is Role.OTHER
+            and a.get(Traceloop.SPAN_KIND) == Traceloop.KIND_TASK
+            and a.get(Traceloop.ENTITY_NAME) in agents
+        ):
+            f.role = Role.AGENT
+            f.agent_name = str(a[Traceloop.ENTITY_NAME])
+            normalize_agent_content(f)
 
 
 def _merge_llm(outer: SpanFacts, inner: SpanFacts) -> None:
@@ -316,7 +343,7 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
                 index=0,
                 name=t.tool_name or "",
                 call_id=t.call_id or (merged.id if merged else None),
-                args=t.args if t.args is not ABSENT else (merged.arguments if merged else ABSENT),
+                args=_merged_args(t.args, merged.arguments if merged else ABSENT),
                 result=t.result,
                 error=t.error,
                 start_ns=t.span.start_ns,
@@ -350,6 +377,17 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
         )
     calls.sort(key=order_key)
     return tuple(dataclasses.replace(c, index=i) for i, c in enumerate(calls))
+
+
+def _merged_args(span_args: Captured, part_args: Captured) -> Captured:
+    """Arguments of a merged call: the tool span's, unless it captured none or only text that is not
+    JSON while the model's tool_call part holds valid arguments (OpenInference writes a one-argument
+    call's bare value, ``"Paris"``, as the tool span's input)."""
+    if span_args is ABSENT or (
+        isinstance(span_args, Malformed) and part_args is not ABSENT and not isinstance(part_args, Malformed)
+    ):
+        return part_args
+    return span_args
 
 
 def _merge_tool_defs(sources: Iterable[tuple[ToolDef, ...] | None]) -> tuple[ToolDef, ...] | None:

@@ -314,6 +314,9 @@ def parse_message(obj: Any, default_role: str = "user") -> Message | None:
         return Message("assistant", tuple(_parse_part(obj)))
     if obj.get("type") == "function_call_output" and "role" not in obj:
         return Message("tool", tuple(_parse_part(obj)))
+    lc = _langchain_message(obj)
+    if lc is not None:
+        obj = lc
     role = normalize_role(obj.get("role"), default_role)
     parts: list[Part] = []
     if "parts" in obj:
@@ -335,6 +338,61 @@ def parse_message(obj: Any, default_role: str = "user") -> Message | None:
             )
         ]
     return Message(role, tuple(parts))
+
+
+_LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system", "function": "tool"}
+_LANGCHAIN_CLASSES = {
+    "HumanMessage": "user",
+    "AIMessage": "assistant",
+    "AIMessageChunk": "assistant",
+    "ToolMessage": "tool",
+    "SystemMessage": "system",
+    "FunctionMessage": "tool",
+}
+
+
+def _langchain_message(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A LangChain message in its serialized forms, as an OpenAI-style dict; None if it is not one.
+
+    ``{"type": "ai", "data": {...}}`` (``messages_to_dict``, OpenInference) and
+    ``{"lc": 1, "type": "constructor", "id": [..., "AIMessage"], "kwargs": {...}}`` (``dumpd``, OpenLLMetry).
+    """
+    if "role" in obj:
+        return None
+    body: Any = None
+    role: str | None = None
+    if obj.get("lc") == 1 and isinstance(obj.get("kwargs"), Mapping) and isinstance(obj.get("id"), list):
+        body = obj["kwargs"]
+        role = _LANGCHAIN_CLASSES.get(str(obj["id"][-1]) if obj["id"] else "")
+    elif isinstance(obj.get("data"), Mapping) and obj.get("type") in _LANGCHAIN_ROLES:
+        body = obj["data"]
+        role = _LANGCHAIN_ROLES[str(obj["type"])]
+    if body is None or role is None:
+        return None
+    out: dict[str, Any] = {"role": role, "content": body.get("content")}
+    calls = body.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        out["tool_calls"] = [
+            {"id": c.get("id"), "name": c.get("name"), "arguments": c.get("args", c.get("arguments"))}
+            for c in calls
+            if isinstance(c, Mapping)
+        ]
+    if role == "tool":
+        out["tool_call_id"] = body.get("tool_call_id")
+    return out
+
+
+def langchain_tool_result(value: Any) -> Any:
+    """The content of a serialized LangChain ``ToolMessage`` (OpenInference and OpenLLMetry tool outputs)."""
+    if isinstance(value, Mapping):
+        if "output" in value and len(value) <= 2 and isinstance(value.get("output"), Mapping):
+            value = value["output"]
+        lc = _langchain_message(value) if isinstance(value, Mapping) else None
+        if lc is not None and lc["role"] == "tool":
+            return decode_result(lc.get("content"))
+        if isinstance(value, Mapping) and "tool_call_id" in value and "content" in value:
+            return decode_result(value["content"])
+    return value
 
 
 def _parts_of(value: Any) -> list[Part]:

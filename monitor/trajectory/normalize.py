@@ -19,6 +19,7 @@ from monitor.trajectory.messages import (
     ELIDED,
     decode_arguments,
     decode_result,
+    langchain_tool_result,
     loads,
     messages_text,
     normalize_role,
@@ -471,9 +472,14 @@ def _unwrap_traceloop_input(value: Any) -> Captured:
 
 
 def _unwrap_traceloop_output(value: Any) -> Captured:
+    """OpenLLMetry's callback envelopes: ``{"output": …, "kwargs": …}`` (tools) and
+    ``{"outputs": …, "kwargs": …}`` (chains and graphs)."""
     decoded = decode_result(value)
-    if isinstance(decoded, Mapping) and "output" in decoded and set(decoded) <= {"output", "kwargs"}:
-        return decode_result(decoded["output"])
+    if isinstance(decoded, Mapping):
+        for key in ("output", "outputs"):
+            if key in decoded and set(decoded) <= {key, "kwargs"}:
+                inner = decoded[key]
+                return decode_result(inner) if isinstance(inner, str) else inner
     return decoded
 
 
@@ -580,7 +586,7 @@ def _tool_facts(f: SpanFacts) -> None:
                     for p in msg.parts:
                         if isinstance(p, ToolResultPart) and result is ABSENT:
                             result = p.response
-    result = unwrap_text_blocks(result)
+    result = unwrap_text_blocks(langchain_tool_result(result))
     if a.get(ADK.TOOL_CALL_ARGS) == "{}" and a.get(ADK.TOOL_RESPONSE) in ("{}", None) and raw is None:
         args = result = ABSENT  # ADK 1.x with content capture off writes "{}" for both
     f.args = args
@@ -657,6 +663,15 @@ def _model_io(f: SpanFacts) -> None:
     )
     f.provider = _str(_first(a, GenAI.PROVIDER, GenAI.SYSTEM, OpenInference.PROVIDER, OpenInference.SYSTEM))
     f.usage = _usage(a)
+
+
+def normalize_agent_content(f: SpanFacts) -> None:
+    """Read a span as an agent span (input, answer, tools, usage) after its role was decided from context.
+
+    Keeps an agent name already set."""
+    name = f.agent_name
+    _agent_facts(f)
+    f.agent_name = name or f.agent_name
 
 
 def _agent_facts(f: SpanFacts) -> None:
