@@ -37,8 +37,9 @@ typecheck: install
 peers: install
 	tests/peers/setup.sh
 
+# MONITOR_TEST_REQUIRE_POSTGRES: a missing PostgreSQL fails the suite instead of skipping its tests.
 unit: install system-deps peers
-	$(PY) -m pytest -q
+	MONITOR_TEST_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
 
 test: lint typecheck unit
 

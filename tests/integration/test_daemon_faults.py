@@ -6,8 +6,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.support.daemon import (
     agent_traffic,
     daemon_settings,
@@ -23,7 +21,7 @@ from tests.support.daemon import (
     write_config,
 )
 from tests.support.kafka import TansuBroker, committed, create_topics, end_offsets, free_port, produce
-from tests.support.postgres import PostgresCluster, PostgresUnavailable
+from tests.support.postgres import PostgresCluster, PostgresUnavailable, unavailable
 
 
 def test_broker_outage_the_daemon_survives_reconnects_and_consumes_after_the_restart(tmp_path: Path) -> None:
@@ -62,7 +60,7 @@ def test_store_unavailable_pauses_holds_the_traces_and_resumes_without_loss(kafk
         cluster = PostgresCluster()
         cluster.start()
     except PostgresUnavailable as exc:
-        pytest.skip(f"PostgreSQL unavailable: {exc}")
+        unavailable(str(exc))
     try:
         url = cluster.create_database()
         topic, group = names("pgdown")

@@ -11,7 +11,7 @@ import pytest
 from monitor.settings import StoreSettings
 from monitor.store import StoreUnavailable, open_store, queries
 from tests.store.builders import result
-from tests.support.postgres import PostgresCluster, PostgresUnavailable
+from tests.support.postgres import PostgresCluster, PostgresUnavailable, unavailable
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def own_cluster(postgres_cluster: PostgresCluster) -> Iterator[PostgresCluster]:
         cluster = PostgresCluster()
         cluster.start()
     except PostgresUnavailable as exc:
-        pytest.skip(str(exc))
+        unavailable(str(exc))
     yield cluster
     cluster.destroy()
 

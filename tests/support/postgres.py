@@ -239,6 +239,11 @@ class PostgresCluster:
             self._databases.remove(name)
 
 
+def unavailable(reason: str) -> None:
+    """Skip, or fail when ``MONITOR_TEST_REQUIRE_POSTGRES`` is set (``make test`` sets it: CI never skips)."""
+    _unavailable(reason)
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get(ENV_REQUIRE, "") not in ("", "0"):
         pytest.fail(f"PostgreSQL required ({ENV_REQUIRE}) but unavailable: {reason}")
