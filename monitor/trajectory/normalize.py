@@ -483,6 +483,13 @@ def _unwrap_traceloop_output(value: Any) -> Captured:
     return decoded
 
 
+def _adk_function_response(result: Captured) -> Captured:
+    """OpenInference on ADK writes the whole function response part, ``{"id", "name", "response"}``."""
+    if isinstance(result, Mapping) and set(result) == {"id", "name", "response"}:
+        return result["response"]
+    return result
+
+
 def unwrap_text_blocks(result: Captured) -> Captured:
     """A result made only of text content blocks (strands ``[{"text": …}]``, MCP
     ``[{"type": "text", "text": …}]``) becomes its text, decoded when it is JSON."""
@@ -586,7 +593,7 @@ def _tool_facts(f: SpanFacts) -> None:
                     for p in msg.parts:
                         if isinstance(p, ToolResultPart) and result is ABSENT:
                             result = p.response
-    result = unwrap_text_blocks(langchain_tool_result(result))
+    result = unwrap_text_blocks(langchain_tool_result(_adk_function_response(result)))
     if a.get(ADK.TOOL_CALL_ARGS) == "{}" and a.get(ADK.TOOL_RESPONSE) in ("{}", None) and raw is None:
         args = result = ABSENT  # ADK 1.x with content capture off writes "{}" for both
     f.args = args
@@ -730,16 +737,14 @@ def _traceloop_text(value: Any) -> Any:
 
 
 def _text_from_value(value: Any) -> str | None:
+    """An agent's answer from an output value: plain text, or the assistant text of messages in it.
+
+    Structured outputs that hold no assistant message (an error event, a state object) are not an
+    answer: None, so the answer falls back to the last model step's text."""
     decoded = loads(value)
     if isinstance(decoded, str):
         return decoded or None
-    msgs = parse_messages(decoded, "assistant")
-    text = messages_text(msgs, "assistant")
-    if text:
-        return text
-    if isinstance(value, str):
-        return value or None
-    return _json_text(decoded)
+    return messages_text(parse_messages(decoded, "assistant"), "assistant")
 
 
 def _common(f: SpanFacts) -> None:

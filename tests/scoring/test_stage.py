@@ -204,6 +204,8 @@ def test_failing_tools_in_fixtures_are_flagged_by_tool_error_check() -> None:
         "adk1/tool_error_unhandled",
         "adk2/tool_error_handled",
         "adk2/tool_error_unhandled",
+        "adk2_openinference/tool_error_handled",
+        "adk2_openinference/tool_error_unhandled",
         "langgraph_oi/tool_error_default",
         "langgraph_oi/tool_error_handled",
         "langgraph_openllmetry/tool_error_default",
