@@ -240,12 +240,12 @@ class PostgresCluster:
 
 
 def unavailable(reason: str) -> None:
-    """Skip, or fail when ``MONITOR_TEST_REQUIRE_POSTGRES`` is set (``make test`` sets it: CI never skips)."""
+    """Skip locally; fail when ``MONITOR_TEST_REQUIRE_POSTGRES`` or ``CI`` is set (``make test`` sets the first)."""
     _unavailable(reason)
 
 
 def _unavailable(reason: str) -> None:
-    if os.environ.get(ENV_REQUIRE, "") not in ("", "0"):
+    if os.environ.get(ENV_REQUIRE, "") not in ("", "0") or os.environ.get("CI", "") not in ("", "0", "false"):
         pytest.fail(f"PostgreSQL required ({ENV_REQUIRE}) but unavailable: {reason}")
     pytest.skip(f"PostgreSQL unavailable: {reason}")
 
