@@ -61,6 +61,11 @@ class AssemblerSettings(_Section):
     max_age_s: float = Field(600.0, gt=0, description="force-close a trace open this long")
     max_spans: int = Field(10_000, ge=1, description="force-close a trace holding this many spans")
     max_open_spans: int = Field(1_000_000, ge=1, description="memory bound: spans buffered across open traces")
+    max_open_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="memory bound in bytes: encoded record bytes buffered across open traces (oldest forced out)",
+    )
     late_window_s: float = Field(
         600.0, ge=0, description="how long closed trace ids are remembered to count late spans"
     )
@@ -73,8 +78,22 @@ class DecodeSettings(_Section):
     )
 
 
+class RebuildSettings(_Section):
+    max_depth: int = Field(
+        256, ge=2, description="deepest parent-to-child span chain rebuilt; deeper traces are rejected (too_deep)"
+    )
+    max_agent_depth: int = Field(
+        32, ge=1, description="deepest nesting of agent runs rebuilt; deeper traces are rejected (too_deep)"
+    )
+
+
 class DeadLetterSettings(_Section):
     enabled: bool = Field(True, description="send undecodable records to <topic><dead_letter_suffix>")
+    max_request_bytes: int | None = Field(
+        None,
+        ge=1024,
+        description="largest dead letter sent whole (default: the broker's limit, else 1 MiB); larger → a stub",
+    )
     max_rate: float = Field(
         0.5, gt=0, le=1, description="stop the daemon when this fraction of records in the window is dead-lettered"
     )
@@ -85,6 +104,11 @@ class HttpSettings(_Section):
     host: str = Field("0.0.0.0", description="address of the /metrics, /healthz and /readyz server")
     port: int = Field(9464, ge=0, le=65535, description="port of the HTTP server (0 = any free port)")
     ready_max_lag: int = Field(100_000, ge=0, description="/readyz fails when consumer lag exceeds this many records")
+    ready_max_store_outage_s: float = Field(
+        30.0, ge=0, description="/readyz fails once the store has been unavailable longer than this many seconds"
+    )
+    request_timeout_s: float = Field(10.0, gt=0, description="an HTTP connection idle or slow this long is closed")
+    max_connections: int = Field(32, ge=1, description="concurrent HTTP connections; more wait in the listen backlog")
 
 
 class StoreSettings(_Section):
@@ -94,6 +118,10 @@ class StoreSettings(_Section):
     retention_days: float = Field(30.0, gt=0, description="results older than this are deleted")
     retention_interval_s: float = Field(3600.0, gt=0, description="seconds between retention sweeps")
     migrate_on_start: bool = Field(True, description="apply pending migrations at startup")
+    connect_timeout_s: float = Field(5.0, gt=0, description="give up connecting to the database after this long")
+    statement_timeout_s: float = Field(
+        30.0, gt=0, description="a store transaction taking longer is abandoned: the store counts as unavailable"
+    )
 
 
 class SamplingSettings(_Section):
@@ -150,6 +178,7 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)  # type: ignore[arg-type]
     assembler: AssemblerSettings = Field(default_factory=AssemblerSettings)  # type: ignore[arg-type]
     decode: DecodeSettings = Field(default_factory=DecodeSettings)  # type: ignore[arg-type]
+    rebuild: RebuildSettings = Field(default_factory=RebuildSettings)  # type: ignore[arg-type]
     dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)  # type: ignore[arg-type]
     http: HttpSettings = Field(default_factory=HttpSettings)  # type: ignore[arg-type]
     store: StoreSettings = Field(default_factory=StoreSettings)  # type: ignore[arg-type]
