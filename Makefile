@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
-FRAMEWORKS := adk2 adk2_openinference adk1 strands openai_v2 openai_agents_otel openai_agents_oi pydantic_ai_v1 openllmetry_legacy langgraph_oi langgraph_openllmetry
+FRAMEWORKS := adk2 adk2_openinference adk1 strands openai_v2 openai_agents_otel openai_agents_oi pydantic_ai_v1 openllmetry_legacy langgraph_oi langgraph_openllmetry traceloop_sdk_anthropic openinference_anthropic_stream
 export DEBIAN_FRONTEND := noninteractive
 
 .PHONY: install system-deps peers test lint typecheck unit demo demo-offline bench fixtures clean

@@ -2,11 +2,15 @@
 
 Startup, in this order (each step only after the previous one succeeded, torn down in reverse):
 
-1. settings (given, already validated);
-2. the results store (``open_store``; migrates when ``store.migrate_on_start``);
-3. metrics catalogue and the HTTP server (``/metrics``, ``/healthz``, ``/readyz``);
-4. rules (``rules_file``), sampler and scoring stage;
-5. the dead-letter producer and the Kafka consumer (joins the group on the first poll).
+1. settings (given, already validated), then :func:`monitor.preflight.preflight`: every check of the
+   configuration (rules file, scorer names, topic names, store URL and driver, HTTP host and port)
+   and the broker check, **before** anything is opened, migrated or bound;
+2. the dead-letter producer: its topics must exist or be created on demand, and its record size limit is
+   read from the broker (:meth:`~monitor.ingest.dlq.DeadLetterQueue.check_topics`);
+3. the results store (``open_store``; migrates when ``store.migrate_on_start``);
+4. metrics catalogue and the HTTP server (``/metrics``, ``/healthz``, ``/readyz``);
+5. rules (``rules_file``), sampler and scoring stage;
+6. the Kafka consumer (joins the group on the first poll).
 
 Stopping. :meth:`App.stop` (or the first SIGTERM/SIGINT when :meth:`App.install_signal_handlers`
 was called) asks the loop to stop; it then drains (see :mod:`monitor.ingest.loop`): fetching stops,
@@ -16,9 +20,14 @@ stays at or below their first record so the next process re-reads them. A second
 once (``os._exit(128 + signum)``) without committing: at-least-once delivery makes that safe, the
 records since the last commit are read again.
 
-Exit codes of :meth:`App.run`: :data:`EXIT_OK` after a requested stop, :data:`EXIT_FATAL` when the
-daemon stopped itself (dead-letter rate exceeded, the store not reachable at startup), and any other
-exception propagates (a bug: the process dies non-zero and nothing past the last commit is lost).
+Exit codes of :meth:`App.run`: :data:`EXIT_OK` after a requested stop; :data:`EXIT_CONFIG` when the
+preflight found configuration problems (all of them logged as one error record, in the
+:class:`~monitor.settings.SettingsError` format) or the HTTP port was taken between the check and the
+bind; :data:`EXIT_FATAL` when the daemon stopped itself (dead-letter rate exceeded, the dead-letter
+topic missing on a broker that does not create topics, the store not reachable at startup);
+:data:`EXIT_BROKERS_UNREACHABLE` when no bootstrap server answered within
+``kafka.startup_timeout_s`` (one error line). Any other exception propagates (a bug: the process dies
+non-zero and nothing past the last commit is lost). ``error`` then holds the exception behind the code.
 """
 
 from __future__ import annotations
@@ -35,17 +44,19 @@ from typing import Any, Final
 from monitor.export.http import HealthState, HttpServer
 from monitor.export.metrics import Metrics
 from monitor.ingest.consumer import KafkaSource, PartitionsCallback, Source
-from monitor.ingest.dlq import DeadLetterQueue, DeadLetterRateExceeded
+from monitor.ingest.dlq import DeadLetterError, DeadLetterQueue, DeadLetterRateExceeded
 from monitor.ingest.loop import RunLoop
+from monitor.preflight import EXIT_BROKERS_UNREACHABLE, EXIT_CONFIG, EXIT_OK, preflight
 from monitor.rules.ruleset import RuleSet
 from monitor.sampling.sampler import Sampler
 from monitor.scoring.stage import ScoringStage
-from monitor.settings import Settings
+from monitor.settings import Settings, SettingsError, format_problem, mask_url, setting_label
 from monitor.store import ResultStore, StoreUnavailable, open_store
+
+__all__ = ["EXIT_BROKERS_UNREACHABLE", "EXIT_CONFIG", "EXIT_FATAL", "EXIT_OK", "App"]
 
 log = logging.getLogger(__name__)
 
-EXIT_OK: Final = 0
 EXIT_FATAL: Final = 3
 
 
@@ -108,9 +119,26 @@ class App:
     # ------------------------------------------------------------------ lifecycle
 
     def run(self) -> int:
-        """Start, loop until stopped, drain, tear down. Returns the exit code (see the module docstring)."""
+        """Check, start, loop until stopped, drain, tear down. Returns the exit code (see the module
+        docstring); the preflight runs before the store is opened or the port bound."""
+        report = preflight(self.settings, client_config=self.consumer_config)
+        if report.exit_code != EXIT_OK:
+            self.error = report.error()
+            log.error("%s", report.render())
+            self.health.set_alive(False)
+            return report.exit_code
         try:
             self._start()
+        except SettingsError as exc:
+            log.error("%s", exc)
+            self.error = exc
+            self._teardown()
+            return EXIT_CONFIG
+        except DeadLetterError as exc:
+            log.error("%s", exc)
+            self.error = exc
+            self._teardown()
+            return EXIT_FATAL
         except StoreUnavailable as exc:
             log.error("the results store is not reachable at startup: %s", exc)
             self.error = exc
@@ -146,25 +174,35 @@ class App:
 
     def _start(self) -> None:
         s = self.settings
+        self.dlq = DeadLetterQueue(s.kafka, s.dead_letter, **self.producer_config)
+        self.dlq.check_topics([s.kafka.spans_topic] + ([s.kafka.logs_topic] if s.kafka.logs_topic else []))
         self.store = open_store(s.store)
         self.metrics = Metrics(s.metrics)
         self.http = HttpServer(s.http, self.metrics, self.health)
-        self.http.start()
+        try:
+            self.http.start()
+        except OSError as exc:  # taken since the preflight checked it
+            self.http = None
+            fix = f"stop what listens there or set {setting_label(('http', 'port'))} to a free port (0 = any)"
+            raise SettingsError(
+                [format_problem(("http", "port"), s.http.port, f"cannot listen: {exc.strerror or exc}", fix)],
+                s.source,
+            ) from exc
         ruleset = RuleSet.load(s.rules_file) if s.rules_file is not None else None
         sampler = Sampler(s.sampling)
         stage = ScoringStage(s, ruleset, sampler, lambda: datetime.now(UTC))
-        self.dlq = DeadLetterQueue(s.kafka, s.dead_letter, **self.producer_config)
 
         def make_source(on_revoked: PartitionsCallback, on_assigned: PartitionsCallback) -> Source:
             self.source = KafkaSource(s.kafka, on_revoked, on_assigned, **self.consumer_config)
             return self.source
 
+        assert self.dlq is not None
         self.loop = RunLoop(s, make_source, self.dlq, stage, self.store, self.metrics, self.health, sampler=sampler)
         log.info(
             "started: topics %s, group %s, store %s, HTTP port %d",
             [s.kafka.spans_topic] + ([s.kafka.logs_topic] if s.kafka.logs_topic else []),
             s.kafka.group_id,
-            _redact(s.store.url),
+            mask_url(s.store.url),
             self.http.port,
         )
 
@@ -187,13 +225,3 @@ class App:
         self.dlq = None
         self.http = None
         self.store = None
-
-
-def _redact(url: str) -> str:
-    """A store URL without its password."""
-    if "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"

@@ -1,9 +1,20 @@
 """Command line: parse arguments, load settings, hand over. No logic lives here.
 
 Exit codes: 0 success; 1 a command ran and found a failure; 2 usage or configuration error;
-``monitor eval`` adds 3 (no quality failure, but some case errored or no case produced a verdict);
-``monitor run`` exits 3 when the daemon stopped itself on a fatal condition (dead-letter rate
-exceeded, store unreachable at startup) and 128+N when a second signal N forced it out.
+``monitor eval`` adds 3 (no quality failure, but some case errored or no case produced a verdict).
+
+``monitor run`` and ``monitor config`` check a configuration the same way (:mod:`monitor.preflight`),
+and ``run`` does it before it opens the store or binds the port:
+
+* 2 — the configuration is invalid: every problem at once, one ``<name> = <value>: <problem>. Fix:
+  <fix>`` line each (an environment variable is named when the value came from one);
+* 4 — the configuration is valid but no Kafka bootstrap server answered within
+  ``kafka.startup_timeout_s``: one line ``cannot reach the Kafka brokers at HOST:PORT within Ns: …``;
+* ``run`` only: 0 after a graceful stop, 3 when the daemon stopped itself on a fatal condition
+  (dead-letter rate exceeded, store unreachable at startup), 128+N when a second signal N forced it out.
+
+``monitor config`` prints the effective settings (secrets masked) on stdout and ``configuration
+valid: …`` on stderr only when every check passed; ``--no-broker-check`` skips the broker check.
 """
 
 from __future__ import annotations
@@ -64,9 +75,16 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the daemon: consume spans, score runs, serve metrics (SIGTERM drains)")
     run.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
 
-    config = sub.add_parser("config", help="validate a configuration and print the effective settings")
-    config.add_argument("--config", type=Path, default=None, help="YAML settings file")
-    config.add_argument("--defaults", action="store_true", help="print the defaults")
+    config = sub.add_parser(
+        "config",
+        help="check a configuration as `monitor run` would and print the effective settings, secrets masked "
+        "(exit 0 valid, 2 invalid, 4 brokers unreachable)",
+    )
+    config.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
+    config.add_argument("--defaults", action="store_true", help="print the defaults (no checks)")
+    config.add_argument(
+        "--no-broker-check", dest="broker_check", action="store_false", help="do not try to reach the Kafka brokers"
+    )
     return parser
 
 
@@ -116,27 +134,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             settings = load_settings(args.config)
         except SettingsError as exc:
-            print(exc, file=sys.stderr)
+            from monitor.preflight import with_configuration_checks
+
+            print(with_configuration_checks(exc), file=sys.stderr)
             return 2
-        import logging
-
         from monitor.app import App
+        from monitor.preflight import configure_logging
 
-        logging.basicConfig(
-            level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-        )
+        configure_logging(settings, sys.stderr)
         app = App(settings)
         app.install_signal_handlers()
         return app.run()
     if args.command == "config":
         import yaml
 
+        from monitor.preflight import EXIT_OK, preflight, with_configuration_checks
+
         try:
             settings = load_settings(None if args.defaults else args.config)
         except SettingsError as exc:
-            print(exc, file=sys.stderr)
+            print(exc if args.defaults else with_configuration_checks(exc), file=sys.stderr)
             return 2
-        print(yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False), end="")
+        if not args.defaults:
+            report = preflight(settings, brokers=args.broker_check)
+            if report.exit_code != EXIT_OK:
+                print(report.render(), file=sys.stderr)
+                return report.exit_code
+        print(yaml.safe_dump(settings.masked_dump(), sort_keys=False), end="")
+        if not args.defaults:
+            print(report.render(), file=sys.stderr)
         return 0
     return 2  # pragma: no cover - argparse enforces the choices
 

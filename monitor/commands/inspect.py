@@ -18,7 +18,7 @@ from rich.tree import Tree
 
 from monitor.ingest.decode import DecodeError, decode_logs, decode_traces
 from monitor.ingest.files import read_records
-from monitor.trajectory.build import build_runs
+from monitor.trajectory.build import RebuildRejected, build_runs
 from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall
 from monitor.trajectory.serialize import run_to_json
 from monitor.trajectory.spans import LogEvent, SpanRecord
@@ -55,7 +55,9 @@ def load_runs(trace_files: Sequence[Path], log_files: Sequence[Path] = (), encod
                     result.spans += len(decoded)
             except DecodeError as exc:
                 result.errors.append(f"{path} record {number}: {exc.reason}: {exc.detail}")
-    result.runs = build_runs(spans, logs)
+    rejected: list[RebuildRejected] = []
+    result.runs = build_runs(spans, logs, rejected=rejected)
+    result.errors.extend(f"not rebuilt: {exc}" for exc in rejected)
     return result
 
 

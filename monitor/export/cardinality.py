@@ -125,7 +125,7 @@ class CardinalityGuard:
             return name
         evicted: str | None = None
         with self._lock:
-            if len(name) > MAX_NAME_CHARS:
+            if len(name) > MAX_NAME_CHARS or not _exposable(name):
                 self._folded += 1
                 return OTHER
             self._tick()
@@ -180,6 +180,18 @@ class CardinalityGuard:
         return value
 
 
+def _exposable(value: str) -> bool:
+    """True when ``value`` can be written in the text exposition (UTF-8): no lone surrogate. Decoding already
+    replaces them; this is the backstop that keeps ``/metrics`` answering whatever reaches a label."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class CappedLabel:
     """A label whose values are codes from the program (reasons, outcomes, decisions).
 
@@ -202,7 +214,7 @@ class CappedLabel:
         with self._lock:
             if value in self._seen:
                 return value
-            if len(self._seen) < self._max and len(value) <= MAX_NAME_CHARS:
+            if len(self._seen) < self._max and len(value) <= MAX_NAME_CHARS and _exposable(value):
                 self._seen.add(value)
                 return value
         return OTHER

@@ -78,6 +78,8 @@ PARAMETER_ERROR_KINDS: Final[frozenset[FailureKind]] = frozenset(
 
 CLOSE_OUTCOMES: Final = ("complete", "idle", "max_age", "max_spans", "memory", "shutdown")
 STORE_OUTCOMES: Final = ("new", "duplicate", "error")
+REJECT_REASONS: Final = ("too_deep", "rebuild_failed", "unstorable")
+REPLAY_KINDS: Final = ("trace", "dead_letter")
 SAMPLING_DECISIONS: Final = ("sampled", "skipped")
 RESULT_STATUSES: Final = ("scored", "not_applicable", "error")
 
@@ -133,6 +135,9 @@ class Metrics:
         self._store_outcome = CappedLabel(STORE_OUTCOMES)
         self._decision = CappedLabel(SAMPLING_DECISIONS)
         self._pause_reason = CappedLabel()
+        self._dlq_error = CappedLabel()
+        self._rejected = CappedLabel(REJECT_REASONS)
+        self._replay_kind = CappedLabel(REPLAY_KINDS)
         self._scorer = CappedLabel(max_values=200)
 
         # ------------------------------------------------------------- build / process
@@ -167,7 +172,47 @@ class Metrics:
             namespace=NAMESPACE,
             registry=reg,
         )
+        self.dead_letter_errors_total = Counter(
+            "dead_letter_errors",
+            "Failed attempts to write a dead letter, by error class (each is retried; none is dropped).",
+            ["error"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.dead_letters_pending = Gauge(
+            "dead_letters_pending",
+            "Dead letters not acknowledged by the broker yet (offsets are not committed past them).",
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.traces_rejected_total = Counter(
+            "traces_rejected",
+            "Closed traces that yield no run, by reason (too_deep, rebuild_failed, unstorable).",
+            ["reason"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.replays_skipped_total = Counter(
+            "replays_skipped",
+            "Work a re-read found already done and skipped, by kind (trace, dead_letter).",
+            ["kind"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.store_available = Gauge(
+            "store_available",
+            "1 while the results store answers, 0 since its last attempt failed.",
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.store_available.set(1)
         self.traces_open = Gauge("traces_open", "Traces the assembler holds open.", namespace=NAMESPACE, registry=reg)
+        self.bytes_open = Gauge(
+            "open_trace_bytes",
+            "Encoded record bytes buffered across the open traces (bounded by assembler.max_open_bytes).",
+            namespace=NAMESPACE,
+            registry=reg,
+        )
         self.spans_open = Gauge(
             "spans_open", "Spans buffered across the open traces.", namespace=NAMESPACE, registry=reg
         )
@@ -316,6 +361,26 @@ class Metrics:
         """Count one record sent to the dead-letter topic."""
         self.records_dead_lettered_total.labels(self._dlq_reason(reason)).inc()
 
+    def dead_letter_error(self, error: str) -> None:
+        """Count one failed attempt to write a dead letter (it is retried)."""
+        self.dead_letter_errors_total.labels(self._dlq_error(error)).inc()
+
+    def set_dead_letters_pending(self, n: int) -> None:
+        """Dead letters not acknowledged yet."""
+        self.dead_letters_pending.set(n)
+
+    def traces_rejected(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` closed traces that yield no run (too_deep, rebuild_failed, unstorable)."""
+        self.traces_rejected_total.labels(self._rejected(reason)).inc(n)
+
+    def replays_skipped(self, kind: str, n: int = 1) -> None:
+        """Count ``n`` units of work (trace, dead_letter) a re-read found already done."""
+        self.replays_skipped_total.labels(self._replay_kind(kind)).inc(n)
+
+    def set_store_available(self, available: bool) -> None:
+        """1 while the store answers, 0 once an attempt failed."""
+        self.store_available.set(1 if available else 0)
+
     def traces_closed(self, outcome: str, n: int = 1) -> None:
         """Count ``n`` traces closed with ``outcome`` (complete|idle|max_age|max_spans|memory|shutdown)."""
         self.traces_closed_total.labels(self._outcome(outcome)).inc(n)
@@ -357,9 +422,10 @@ class Metrics:
         """Count ``n`` sampling decisions (sampled|skipped)."""
         self.runs_sampled_total.labels(self._decision(decision)).inc(n)
 
-    def set_open_traces(self, n: int, spans: int, oldest_age_s: float) -> None:
-        """Report the assembler's state: open traces, buffered spans, age of the oldest open trace."""
+    def set_open_traces(self, n: int, spans: int, oldest_age_s: float, nbytes: int = 0) -> None:
+        """Report the assembler's state: open traces, buffered spans and bytes, age of the oldest open trace."""
         self.traces_open.set(n)
+        self.bytes_open.set(nbytes)
         self.spans_open.set(spans)
         self.oldest_open_trace_age_seconds.set(oldest_age_s)
 

@@ -16,6 +16,22 @@ that lack valid ids are skipped and counted in ``DecodedTraces.skipped``; a reco
 all invalid is an error. String attribute values longer than ``max_attribute_chars`` are cut to that
 length (the cut keys are listed in the span attribute ``monitor.truncated``) so one huge attribute
 cannot exhaust memory.
+
+Everything decoded is storable as it is (docs/decoding.md), and repairs are counted by kind in
+``DecodedTraces.repaired`` / ``DecodedLogs.repaired`` instead of failing the record:
+
+* every string (attribute keys and values at any depth, span, event and scope names, status
+  messages, log bodies) holds no NUL and no lone surrogate: each becomes U+FFFD (``text``). A
+  protobuf string cannot hold a lone surrogate (upb rejects bad UTF-8 when it parses; the record is
+  then ``invalid_protobuf``), so protobuf strings are only checked for NUL; OTLP/JSON documents are
+  walked only when their text holds a ``\\u0000`` or ``\\uD800``–``\\uDFFF`` escape;
+* every time is an int in [0, 2**63 - 1] ns (the int64 range, up to the year 2262): a time that is
+  negative, beyond int64, or not an integer (a float, text, a bool) is replaced by the span's other
+  time (a zero duration, so no latency is invented), or by 0 (OTLP's "unknown") when that one is
+  invalid too (``invalid_time``);
+* a double that is NaN or ±Infinity becomes the string ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``
+  (``non_finite``); an OTLP/JSON ``intValue`` outside int64 keeps its decimal text as a string
+  (``int_out_of_range``): JSON columns (PostgreSQL's above all) accept neither.
 """
 
 from __future__ import annotations
@@ -23,6 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +49,13 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from monitor.trajectory.sanitize import (
+    REPLACEMENT,
+    clean_text,
+    finite_or_name,
+    json_record_may_hold_unstorable_text,
+    storable,
+)
 from monitor.trajectory.spans import LogEvent, SpanEvent, SpanRecord
 
 Encoding: TypeAlias = Literal["auto", "otlp_proto", "otlp_json"]
@@ -50,12 +74,17 @@ DECODE_REASONS: Final = (
 TRUNCATED_KEY: Final = "monitor.truncated"
 DEFAULT_MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_MAX_ATTRIBUTE_CHARS: Final = 1024 * 1024
+INT64_MAX: Final = 2**63 - 1
+INT64_MIN: Final = -(2**63)
+REPAIR_KINDS: Final = ("text", "invalid_time", "non_finite", "int_out_of_range", "not_json")
+"""Keys of ``DecodedTraces.repaired`` / ``DecodedLogs.repaired`` (module docstring)."""
 
 
 class DecodeError(Exception):
     """A record that cannot be decoded. ``reason`` is a stable code from :data:`DECODE_REASONS`."""
 
     def __init__(self, reason: str, detail: str) -> None:
+        detail = clean_text(detail)  # it travels as a dead-letter header: UTF-8 text
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
@@ -63,16 +92,23 @@ class DecodeError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class DecodedTraces:
+    """The spans of one record; ``skipped`` counts spans left out (by reason), ``repaired`` the values
+    made storable (by kind, :data:`REPAIR_KINDS`) in the spans kept."""
+
     spans: list[SpanRecord]
     encoding: str
     skipped: Counter[str] = field(default_factory=Counter)
+    repaired: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True, slots=True)
 class DecodedLogs:
+    """The GenAI log events of one record; ``skipped`` and ``repaired`` as in :class:`DecodedTraces`."""
+
     events: list[LogEvent]
     encoding: str
     skipped: Counter[str] = field(default_factory=Counter)
+    repaired: Counter[str] = field(default_factory=Counter)
 
 
 def detect_encoding(value: bytes) -> str:
@@ -107,11 +143,12 @@ def decode_traces_batch(
     _check_size(value, max_record_bytes)
     enc = _resolve(value, encoding)
     skipped: Counter[str] = Counter()
+    repaired: Counter[str] = Counter()
     try:
         if enc == "otlp_proto":
-            spans = _ProtoTraces(max_attribute_chars, skipped).decode(value)
+            spans = _ProtoTraces(max_attribute_chars, skipped, repaired).decode(value)
         else:
-            spans = _JsonTraces(max_attribute_chars, skipped).decode(_load_json(value))
+            spans = _JsonTraces(max_attribute_chars, skipped, repaired).decode(_load_json(value, repaired))
     except DecodeError:
         raise
     except Exception as exc:  # defensive: a decoder must never leak another exception type
@@ -120,7 +157,7 @@ def decode_traces_batch(
         if skipped:
             raise DecodeError("missing_ids", f"every span lacked valid ids ({sum(skipped.values())} skipped)")
         raise DecodeError("no_spans", "the record holds no spans")
-    return DecodedTraces(spans, enc, skipped)
+    return DecodedTraces(spans, enc, skipped, repaired)
 
 
 def decode_traces(value: bytes, encoding: Encoding | str = "auto", **limits: int) -> list[SpanRecord]:
@@ -143,16 +180,17 @@ def decode_logs_batch(
     _check_size(value, max_record_bytes)
     enc = _resolve(value, encoding)
     skipped: Counter[str] = Counter()
+    repaired: Counter[str] = Counter()
     try:
         if enc == "otlp_proto":
-            events = _ProtoLogs(max_attribute_chars, skipped).decode(value)
+            events = _ProtoLogs(max_attribute_chars, skipped, repaired).decode(value)
         else:
-            events = _JsonLogs(max_attribute_chars, skipped).decode(_load_json(value))
+            events = _JsonLogs(max_attribute_chars, skipped, repaired).decode(_load_json(value, repaired))
     except DecodeError:
         raise
     except Exception as exc:
         raise DecodeError("invalid_structure", f"{type(exc).__name__}: {exc}") from exc
-    return DecodedLogs(events, enc, skipped)
+    return DecodedLogs(events, enc, skipped, repaired)
 
 
 def decode_logs(value: bytes, encoding: Encoding | str = "auto", **limits: int) -> list[LogEvent]:
@@ -160,48 +198,91 @@ def decode_logs(value: bytes, encoding: Encoding | str = "auto", **limits: int) 
 
 
 # --------------------------------------------------------------------------- protobuf
+# upb refuses bad UTF-8 in string fields when it parses (the record is then invalid_protobuf), so a
+# protobuf string can never hold a lone surrogate; it may hold NUL, which is valid UTF-8.
 
 
-def _proto_any(value: Any, limit: int, cut: list[bool]) -> Any:
+def _no_nul(text: str, repaired: Counter[str]) -> str:
+    """``text`` without NUL (each becomes U+FFFD); the membership test is a C scan."""
+    if "\x00" in text:
+        repaired["text"] += 1
+        return text.replace("\x00", REPLACEMENT)
+    return text
+
+
+def _proto_time(ns: int, repaired: Counter[str]) -> int:
+    """A fixed64 time in ns; above int64 (after the year 2262) it is invalid: 0 (unknown)."""
+    if ns > INT64_MAX:
+        repaired["invalid_time"] += 1
+        return 0
+    return ns
+
+
+def _proto_any(value: Any, limit: int, cut: list[bool], repaired: Counter[str]) -> Any:
     which = value.WhichOneof("value")
     if which == "string_value":
         s: str = value.string_value
         if len(s) > limit:
             cut.append(True)
-            return s[:limit]
-        return s
+            s = s[:limit]
+        return _no_nul(s, repaired) if "\x00" in s else s
     if which == "int_value":
         return value.int_value
     if which == "bool_value":
         return value.bool_value
     if which == "double_value":
-        return value.double_value
-    if which == "array_value":
-        return [_proto_any(v, limit, cut) for v in value.array_value.values]
+        d: float = value.double_value
+        if math.isfinite(d):
+            return d
+        repaired["non_finite"] += 1
+        return finite_or_name(d)
+    if which == "array_value":  # nesting is bounded by upb's recursion limit (100 messages)
+        return [_proto_any(v, limit, cut, repaired) for v in value.array_value.values]
     if which == "kvlist_value":
-        return {kv.key: _proto_any(kv.value, limit, cut) for kv in value.kvlist_value.values}
+        return {
+            _no_nul(kv.key, repaired): _proto_any(kv.value, limit, cut, repaired) for kv in value.kvlist_value.values
+        }
     if which == "bytes_value":
         return bytes(value.bytes_value[:limit])
     return None
 
 
-def _proto_attributes(kvs: Any, limit: int) -> dict[str, Any]:
+def _proto_attributes(kvs: Any, limit: int, repaired: Counter[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     truncated: list[str] = []
     for kv in kvs:
         cut: list[bool] = []
-        out[kv.key] = _proto_any(kv.value, limit, cut)
+        key: str = kv.key
+        if "\x00" in key:
+            key = _no_nul(key, repaired)
+        out[key] = _proto_any(kv.value, limit, cut, repaired)
         if cut:
-            truncated.append(kv.key)
+            truncated.append(key)
     if truncated:
         out[TRUNCATED_KEY] = truncated
     return out
 
 
+def _span_times(start: int, end: int, repaired: Counter[str]) -> tuple[int, int]:
+    """Start and end in ns, each within [0, INT64_MAX]: an invalid one (given as -1 by the callers)
+    takes the other's value (zero duration), or 0 when both are invalid."""
+    start_ok = 0 <= start <= INT64_MAX
+    end_ok = 0 <= end <= INT64_MAX
+    if start_ok and end_ok:
+        return start, end
+    repaired["invalid_time"] += (not start_ok) + (not end_ok)
+    if start_ok:
+        return start, start
+    if end_ok:
+        return end, end
+    return 0, 0
+
+
 class _ProtoTraces:
-    def __init__(self, limit: int, skipped: Counter[str]) -> None:
+    def __init__(self, limit: int, skipped: Counter[str], repaired: Counter[str]) -> None:
         self.limit = limit
         self.skipped = skipped
+        self.repaired = repaired
 
     def decode(self, value: bytes) -> list[SpanRecord]:
         request = ExportTraceServiceRequest()
@@ -210,12 +291,13 @@ class _ProtoTraces:
         except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
             raise DecodeError("invalid_protobuf", str(exc) or "not an ExportTraceServiceRequest") from exc
         limit = self.limit
+        repaired = self.repaired
         out: list[SpanRecord] = []
         for rs in request.resource_spans:
-            resource = _proto_attributes(rs.resource.attributes, limit)
+            resource = _proto_attributes(rs.resource.attributes, limit, repaired)
             for ss in rs.scope_spans:
-                scope_name = ss.scope.name
-                scope_version = ss.scope.version
+                scope_name = _no_nul(ss.scope.name, repaired)
+                scope_version = _no_nul(ss.scope.version, repaired)
                 for span in ss.spans:
                     trace_id = span.trace_id
                     span_id = span.span_id
@@ -224,22 +306,32 @@ class _ProtoTraces:
                         continue
                     parent = span.parent_span_id
                     events = tuple(
-                        SpanEvent(ev.name, ev.time_unix_nano, _proto_attributes(ev.attributes, limit))
+                        SpanEvent(
+                            _no_nul(ev.name, repaired),
+                            _proto_time(ev.time_unix_nano, repaired),
+                            _proto_attributes(ev.attributes, limit, repaired),
+                        )
                         for ev in span.events
                     )
+                    start = span.start_time_unix_nano
+                    end = span.end_time_unix_nano
+                    if start > INT64_MAX or end > INT64_MAX:
+                        start, end = _span_times(
+                            -1 if start > INT64_MAX else start, -1 if end > INT64_MAX else end, repaired
+                        )
                     out.append(
                         SpanRecord(
                             trace_id=trace_id.hex(),
                             span_id=span_id.hex(),
                             parent_span_id=parent.hex() if len(parent) == 8 and any(parent) else None,
-                            name=span.name,
+                            name=_no_nul(span.name, repaired),
                             kind=span.kind,
-                            start_ns=span.start_time_unix_nano,
-                            end_ns=span.end_time_unix_nano,
-                            attributes=_proto_attributes(span.attributes, limit),
+                            start_ns=start,
+                            end_ns=end,
+                            attributes=_proto_attributes(span.attributes, limit, repaired),
                             events=events,
                             status_code=span.status.code,
-                            status_message=span.status.message,
+                            status_message=_no_nul(span.status.message, repaired),
                             resource=resource,
                             scope_name=scope_name,
                             scope_version=scope_version,
@@ -249,9 +341,10 @@ class _ProtoTraces:
 
 
 class _ProtoLogs:
-    def __init__(self, limit: int, skipped: Counter[str]) -> None:
+    def __init__(self, limit: int, skipped: Counter[str], repaired: Counter[str]) -> None:
         self.limit = limit
         self.skipped = skipped
+        self.repaired = repaired
 
     def decode(self, value: bytes) -> list[LogEvent]:
         request = ExportLogsServiceRequest()
@@ -261,22 +354,26 @@ class _ProtoLogs:
             raise DecodeError("invalid_protobuf", str(exc) or "not an ExportLogsServiceRequest") from exc
         out: list[LogEvent] = []
         limit = self.limit
+        repaired = self.repaired
         for rl in request.resource_logs:
             for sl in rl.scope_logs:
                 for rec in sl.log_records:
                     if len(rec.trace_id) != 16 or len(rec.span_id) != 8:
                         self.skipped["no_span"] += 1
                         continue
-                    attributes = _proto_attributes(rec.attributes, limit)
+                    attributes = _proto_attributes(rec.attributes, limit, repaired)
                     name = getattr(rec, "event_name", "") or str(attributes.get("event.name", ""))
                     cut: list[bool] = []
-                    body = _proto_any(rec.body, limit, cut) if rec.HasField("body") else None
+                    body = _proto_any(rec.body, limit, cut, repaired) if rec.HasField("body") else None
+                    time_ns = _proto_time(rec.time_unix_nano, repaired) or _proto_time(
+                        rec.observed_time_unix_nano, repaired
+                    )
                     out.append(
                         LogEvent(
                             trace_id=rec.trace_id.hex(),
                             span_id=rec.span_id.hex(),
-                            name=name,
-                            time_ns=rec.time_unix_nano or rec.observed_time_unix_nano,
+                            name=_no_nul(name, repaired),
+                            time_ns=time_ns,
                             attributes=attributes,
                             body=body,
                         )
@@ -287,15 +384,20 @@ class _ProtoLogs:
 # --------------------------------------------------------------------------- OTLP/JSON
 
 
-def _load_json(value: bytes) -> Any:
+def _load_json(value: bytes, repaired: Counter[str]) -> Any:
+    """The parsed document; when its text holds an escape that can decode to a NUL or a lone
+    surrogate, every string in it (keys too) is repaired (one walk, iterative)."""
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError("invalid_utf8", f"OTLP/JSON record is not UTF-8: {exc}") from exc
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise DecodeError("invalid_json", str(exc)) from exc
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise DecodeError("invalid_json", str(exc)[:200]) from exc
+    if json_record_may_hold_unstorable_text(value):
+        doc = storable(doc, repaired)
+    return doc
 
 
 def _get(obj: Mapping[str, Any], camel: str, snake: str) -> Any:
@@ -333,7 +435,65 @@ def _json_int(value: Any, what: str) -> int:
             pass
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    raise DecodeError("invalid_structure", f"{what} must be an integer, got {value!r}")
+    raise DecodeError("invalid_structure", f"{what} must be an integer, got {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _json_time(value: Any) -> int:
+    """A time in ns from OTLP/JSON (a number or a decimal string); -1 when it is present but not an
+    int64 count of ns from the epoch (negative, beyond int64, a float, text, a bool); 0 when absent."""
+    if value is None or value == "":
+        return 0
+    if type(value) is int:
+        return value if 0 <= value <= INT64_MAX else -1
+    if isinstance(value, str) and len(value) <= 19 and value.isascii() and value.isdigit():
+        ns = int(value)
+        return ns if ns <= INT64_MAX else -1
+    return -1
+
+
+def _json_instant(value: Any, repaired: Counter[str]) -> int:
+    """An event or log time: invalid → 0 (unknown)."""
+    ns = _json_time(value)
+    if ns < 0:
+        repaired["invalid_time"] += 1
+        return 0
+    return ns
+
+
+def _json_int_value(raw: Any, limit: int, cut: list[bool], repaired: Counter[str]) -> int | str:
+    """An ``intValue``: an int within int64, else (valid OTLP cannot hold it) its decimal text."""
+    if isinstance(raw, str) and len(raw) > 20:
+        digits = raw.strip().removeprefix("-")
+        if digits.isascii() and digits.isdigit():  # too long for int64 whatever it says: never int()-ed
+            repaired["int_out_of_range"] += 1
+            if len(raw) > limit:
+                cut.append(True)
+            return raw[:limit]
+    number = _json_int(raw, "intValue")
+    if INT64_MIN <= number <= INT64_MAX:
+        return number
+    repaired["int_out_of_range"] += 1
+    text = raw.strip() if isinstance(raw, str) else str(number)
+    if len(text) > limit:
+        cut.append(True)
+    return text[:limit]
+
+
+def _json_double_value(raw: Any, repaired: Counter[str]) -> float | str:
+    """A ``doubleValue``: a finite float, else ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``."""
+    try:
+        number = float(raw)  # also "NaN", "Infinity", "-Infinity" (proto3 JSON)
+    except OverflowError:  # an integer literal too large for a float
+        number = math.inf if raw > 0 else -math.inf
+    if math.isfinite(number):
+        return number
+    repaired["non_finite"] += 1
+    return finite_or_name(number)
 
 
 def _hex_id(value: Any, size: int) -> str | None:
@@ -356,7 +516,9 @@ def _hex_id(value: Any, size: int) -> str | None:
     return raw.hex() if any(raw) else None
 
 
-def _json_any(value: Any, limit: int, cut: list[bool]) -> Any:
+def _json_any(value: Any, limit: int, cut: list[bool], repaired: Counter[str]) -> Any:
+    """One AnyValue. Its strings were already repaired with the whole document (``_load_json``).
+    Nesting is bounded by the JSON parser's own depth limit (about 1,000 levels, 4 per AnyValue)."""
     if not isinstance(value, dict):
         return None
     for key, raw in value.items():
@@ -367,19 +529,17 @@ def _json_any(value: Any, limit: int, cut: list[bool]) -> Any:
                 return s[:limit]
             return s
         if key in ("intValue", "int_value"):
-            return _json_int(raw, "intValue")
+            return _json_int_value(raw, limit, cut, repaired)
         if key in ("boolValue", "bool_value"):
             return bool(raw)
         if key in ("doubleValue", "double_value"):
-            if isinstance(raw, str):  # "NaN", "Infinity" per proto3 JSON
-                return float(raw)
-            return float(raw)
+            return _json_double_value(raw, repaired)
         if key in ("arrayValue", "array_value"):
             values = _as_list(_as_obj(raw, "arrayValue").get("values"), "arrayValue.values")
-            return [_json_any(v, limit, cut) for v in values]
+            return [_json_any(v, limit, cut, repaired) for v in values]
         if key in ("kvlistValue", "kvlist_value"):
             values = _as_list(_as_obj(raw, "kvlistValue").get("values"), "kvlistValue.values")
-            return {str(kv.get("key", "")): _json_any(kv.get("value"), limit, cut) for kv in values}
+            return {str(kv.get("key", "")): _json_any(kv.get("value"), limit, cut, repaired) for kv in values}
         if key in ("bytesValue", "bytes_value"):
             try:
                 return base64.b64decode(str(raw))[:limit]
@@ -388,7 +548,7 @@ def _json_any(value: Any, limit: int, cut: list[bool]) -> Any:
     return None
 
 
-def _json_attributes(kvs: Any, limit: int) -> dict[str, Any]:
+def _json_attributes(kvs: Any, limit: int, repaired: Counter[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     truncated: list[str] = []
     for kv in _as_list(kvs, "attributes"):
@@ -397,7 +557,7 @@ def _json_attributes(kvs: Any, limit: int) -> dict[str, Any]:
         if not isinstance(key, str):
             continue
         cut: list[bool] = []
-        out[key] = _json_any(kv.get("value"), limit, cut)
+        out[key] = _json_any(kv.get("value"), limit, cut, repaired)
         if cut:
             truncated.append(key)
     if truncated:
@@ -406,19 +566,21 @@ def _json_attributes(kvs: Any, limit: int) -> dict[str, Any]:
 
 
 class _JsonTraces:
-    def __init__(self, limit: int, skipped: Counter[str]) -> None:
+    def __init__(self, limit: int, skipped: Counter[str], repaired: Counter[str]) -> None:
         self.limit = limit
         self.skipped = skipped
+        self.repaired = repaired
 
     def decode(self, doc: Any) -> list[SpanRecord]:
         root = _as_obj(doc, "the record")
         limit = self.limit
+        repaired = self.repaired
         if "resourceLogs" in root or "resource_logs" in root:
             raise DecodeError("invalid_structure", "this is an OTLP logs record, not traces")
         out: list[SpanRecord] = []
         for rs in _as_list(_get(root, "resourceSpans", "resource_spans"), "resourceSpans"):
             rs = _as_obj(rs, "resourceSpans[]")
-            resource = _json_attributes(_as_obj(rs.get("resource"), "resource").get("attributes"), limit)
+            resource = _json_attributes(_as_obj(rs.get("resource"), "resource").get("attributes"), limit, repaired)
             for ss in _as_list(_get(rs, "scopeSpans", "scope_spans"), "scopeSpans"):
                 ss = _as_obj(ss, "scopeSpans[]")
                 scope = _as_obj(ss.get("scope"), "scope")
@@ -433,10 +595,15 @@ class _JsonTraces:
                     events = tuple(
                         SpanEvent(
                             str(_as_obj(ev, "event").get("name", "")),
-                            _json_int(_get(ev, "timeUnixNano", "time_unix_nano"), "timeUnixNano"),
-                            _json_attributes(ev.get("attributes"), limit),
+                            _json_instant(_get(ev, "timeUnixNano", "time_unix_nano"), repaired),
+                            _json_attributes(ev.get("attributes"), limit, repaired),
                         )
                         for ev in _as_list(span.get("events"), "events")
+                    )
+                    start, end = _span_times(
+                        _json_time(_get(span, "startTimeUnixNano", "start_time_unix_nano")),
+                        _json_time(_get(span, "endTimeUnixNano", "end_time_unix_nano")),
+                        repaired,
                     )
                     out.append(
                         SpanRecord(
@@ -445,9 +612,9 @@ class _JsonTraces:
                             parent_span_id=_hex_id(_get(span, "parentSpanId", "parent_span_id"), 8),
                             name=str(span.get("name", "")),
                             kind=_json_int(span.get("kind"), "kind"),
-                            start_ns=_json_int(_get(span, "startTimeUnixNano", "start_time_unix_nano"), "start"),
-                            end_ns=_json_int(_get(span, "endTimeUnixNano", "end_time_unix_nano"), "end"),
-                            attributes=_json_attributes(span.get("attributes"), limit),
+                            start_ns=start,
+                            end_ns=end,
+                            attributes=_json_attributes(span.get("attributes"), limit, repaired),
                             events=events,
                             status_code=_json_int(status.get("code"), "status.code"),
                             status_message=str(status.get("message", "")),
@@ -460,13 +627,15 @@ class _JsonTraces:
 
 
 class _JsonLogs:
-    def __init__(self, limit: int, skipped: Counter[str]) -> None:
+    def __init__(self, limit: int, skipped: Counter[str], repaired: Counter[str]) -> None:
         self.limit = limit
         self.skipped = skipped
+        self.repaired = repaired
 
     def decode(self, doc: Any) -> list[LogEvent]:
         root = _as_obj(doc, "the record")
         limit = self.limit
+        repaired = self.repaired
         out: list[LogEvent] = []
         for rl in _as_list(_get(root, "resourceLogs", "resource_logs"), "resourceLogs"):
             for sl in _as_list(_get(_as_obj(rl, "resourceLogs[]"), "scopeLogs", "scope_logs"), "scopeLogs"):
@@ -477,11 +646,11 @@ class _JsonLogs:
                     if trace_id is None or span_id is None:
                         self.skipped["no_span"] += 1
                         continue
-                    attributes = _json_attributes(rec.get("attributes"), limit)
+                    attributes = _json_attributes(rec.get("attributes"), limit, repaired)
                     name = _get(rec, "eventName", "event_name") or attributes.get("event.name") or ""
-                    time_ns = _json_int(_get(rec, "timeUnixNano", "time_unix_nano"), "timeUnixNano")
+                    time_ns = _json_instant(_get(rec, "timeUnixNano", "time_unix_nano"), repaired)
                     if not time_ns:
-                        time_ns = _json_int(_get(rec, "observedTimeUnixNano", "observed_time_unix_nano"), "t")
+                        time_ns = _json_instant(_get(rec, "observedTimeUnixNano", "observed_time_unix_nano"), repaired)
                     out.append(
                         LogEvent(
                             trace_id=trace_id,
@@ -489,7 +658,7 @@ class _JsonLogs:
                             name=str(name),
                             time_ns=time_ns,
                             attributes=attributes,
-                            body=_json_any(rec.get("body"), limit, []),
+                            body=_json_any(rec.get("body"), limit, [], repaired),
                         )
                     )
         return out

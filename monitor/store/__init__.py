@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from monitor.settings import StoreSettings
 from monitor.store import migrate
-from monitor.store.base import ResultStore, SchemaNotCurrent, StoredResult, StoreUnavailable
+from monitor.store.base import ReplayMark, ResultStore, SchemaNotCurrent, StoredResult, StoreUnavailable
 from monitor.store.sql import SqlResultStore, create_store_engine
 
 __all__ = [
+    "ReplayMark",
     "ResultStore",
     "SchemaNotCurrent",
     "SqlResultStore",
@@ -27,9 +28,13 @@ def open_store(settings: StoreSettings) -> SqlResultStore:
     """Open the store at ``settings.url``; migrate it to head when ``settings.migrate_on_start``.
 
     Without ``migrate_on_start`` the schema must already be current (:class:`SchemaNotCurrent` otherwise).
-    Raises :class:`StoreUnavailable` when the database cannot be reached.
+    Raises :class:`StoreUnavailable` when the database cannot be reached. ``connect_timeout_s`` and
+    ``statement_timeout_s`` bound every call of the store, even on a server that stopped answering (see
+    :class:`SqlResultStore`).
     """
-    store = SqlResultStore(settings.url)
+    store = SqlResultStore(
+        settings.url, connect_timeout_s=settings.connect_timeout_s, statement_timeout_s=settings.statement_timeout_s
+    )
     try:
         if settings.migrate_on_start:
             store.migrate()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from monitor.scoring.result import ScoreResult
 
@@ -24,6 +24,26 @@ class StoredResult:
     tools: tuple[str, ...]
 
 
+MarkKind = Literal["trace", "dead_letter"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayMark:
+    """Work already done on records of ``topic``/``partition`` that a restart may read again.
+
+    ``kind="trace"``: the trace ``ident`` (hex trace id) was handled (stored, skipped or dead-lettered) whole;
+    a re-read that sees only its tail must not rebuild it as a new run. ``kind="dead_letter"``: the record at
+    offset ``int(ident)`` was dead-lettered and acknowledged; a re-read must not send it again. ``last_offset`` is
+    the last record the mark covers on this partition: once the committed offset is past it, the mark can go.
+    """
+
+    topic: str
+    partition: int
+    kind: MarkKind
+    ident: str
+    last_offset: int
+
+
 class StoreUnavailable(Exception):
     """The database cannot be reached (or is locked/busy): nothing was written; retry later.
 
@@ -40,14 +60,24 @@ class SchemaNotCurrent(RuntimeError):
 class ResultStore(Protocol):
     """Where scored runs go. Implementations are thread-safe."""
 
-    def write(self, results: Sequence[StoredResult]) -> list[bool]:
-        """Store ``results`` in one transaction; idempotent on (trace_id, run_id, scorer, scorer_version).
+    def write(self, results: Sequence[StoredResult], marks: Sequence[ReplayMark] = ()) -> list[bool]:
+        """Store ``results`` and ``marks`` in one transaction; idempotent on (trace_id, run_id, scorer,
+        scorer_version) and on the marks' (topic, partition, kind, ident).
 
         Returns, per input in order, True iff that result was NEW (inserted by this call), False if it was
         already stored (a replay) or repeats an earlier input of the same call. Under concurrent writers of the
         same key exactly one sees True. Raises :class:`StoreUnavailable` when the database cannot be reached
         (then nothing was written), ``ValueError`` for a result without trace_id or run_id.
         """
+        ...
+
+    def load_marks(self, topic: str, partition: int) -> list[ReplayMark]:
+        """Every replay mark of ``topic``/``partition``. Raises :class:`StoreUnavailable`."""
+        ...
+
+    def forget_marks(self, topic: str, partition: int, below: int) -> int:
+        """Delete the marks of ``topic``/``partition`` whose ``last_offset`` is below ``below`` (the committed
+        offset: those records are never read again). Returns how many went. Raises :class:`StoreUnavailable`."""
         ...
 
     def purge_older_than(self, cutoff: datetime) -> int:

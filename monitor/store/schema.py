@@ -132,3 +132,16 @@ judge_batches = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=True),
     sa.Index(None, "status", "submitted_at"),
 )
+
+replay_marks = sa.Table(
+    "replay_marks",
+    metadata,
+    sa.Column("topic", sa.Text, primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("kind", sa.String(16), primary_key=True, comment="trace | dead_letter"),
+    sa.Column("ident", sa.Text, primary_key=True, comment="trace id (hex), or the dead-lettered record's offset"),
+    sa.Column("last_offset", sa.BigInteger, nullable=False, comment="the last record of it on this partition"),
+    sa.Column("marked_at", UTCDateTime, nullable=False),
+    sa.Index(None, "topic", "partition", "last_offset"),
+    comment="work already done on records a restart may read again (see docs/daemon.md, Offsets and delivery)",
+)

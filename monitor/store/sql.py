@@ -15,7 +15,11 @@ import enum
 import json
 import logging
 import math
+import os
+import socket
 import threading
+import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any, TypeVar
@@ -28,8 +32,8 @@ from sqlalchemy.pool import StaticPool
 
 from monitor.scoring.result import Issue, ScoreResult
 from monitor.store import migrate as migrations
-from monitor.store.base import SchemaNotCurrent, StoredResult, StoreUnavailable
-from monitor.store.schema import issues, results, runs
+from monitor.store.base import ReplayMark, SchemaNotCurrent, StoredResult, StoreUnavailable
+from monitor.store.schema import issues, replay_marks, results, runs
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +58,28 @@ def _is_memory(url: sa.URL) -> bool:
     return database in ("", ":memory:") or database.startswith("file::memory:") or "mode=memory" in database
 
 
-def create_store_engine(url: str, *, connect_timeout_s: float = 5.0, busy_timeout_s: float = 10.0) -> sa.Engine:
+def create_store_engine(
+    url: str, *, connect_timeout_s: float = 5.0, statement_timeout_s: float = 30.0, busy_timeout_s: float = 10.0
+) -> sa.Engine:
     """An engine set up for the store.
 
     SQLite: WAL journal, ``foreign_keys=ON``, a busy timeout of ``busy_timeout_s``; ``sqlite://`` and
     ``sqlite:///:memory:`` share one connection (StaticPool) so every thread sees the same database.
-    PostgreSQL (psycopg 3): connections are pinged on checkout (``pool_pre_ping``), so a restarted server is
-    reconnected to transparently; connecting gives up after ``connect_timeout_s``.
+
+    PostgreSQL through libpq (psycopg 3, the default, or psycopg2): no call on the engine's connections can block
+    without bound, even on a server that neither answers nor drops the connection (frozen, a paused VM, a hung
+    host: the kernel still ACKs, so TCP keepalives never fire):
+
+    * connecting gives up after ``connect_timeout_s`` (libpq ``connect_timeout``: whole seconds, at least 2, per
+      address the host name resolves to); waiting for a free pooled connection too (``pool_timeout``);
+    * a pooled connection is checked (``SELECT 1``) when it is taken from the pool; a check without an answer
+      within ``connect_timeout_s`` drops every pooled connection and a new one is made;
+    * the server cancels any statement running longer than ``statement_timeout_s`` (``statement_timeout``, sent
+      at connection start-up; an ``options`` parameter of the URL is kept and comes after it, so it can override
+      it);
+    * a connection still taken from the pool ``statement_timeout_s`` + 1 s after it was taken (the server did not
+      cancel: it cannot act) has its socket shut down by a watchdog thread: the blocked call fails with an
+      ``OperationalError`` and the connection is discarded. Connections are meant to be held for one transaction.
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -85,10 +104,18 @@ def create_store_engine(url: str, *, connect_timeout_s: float = 5.0, busy_timeou
                 cursor.close()
 
         return engine
-    connect_args: dict[str, Any] = {}
-    if parsed.get_backend_name() == "postgresql":
-        connect_args["connect_timeout"] = max(1, math.ceil(connect_timeout_s))
-    return sa.create_engine(parsed, pool_pre_ping=True, pool_timeout=connect_timeout_s, connect_args=connect_args)
+    timeout_arg = {"connect_timeout": max(1, math.ceil(connect_timeout_s))}
+    if parsed.get_backend_name() != "postgresql" or parsed.get_driver_name() not in ("psycopg", "psycopg2"):
+        # a driver without libpq (or not PostgreSQL, which the store refuses): no socket to watch, as before
+        connect_args = timeout_arg if parsed.get_backend_name() == "postgresql" else {}
+        return sa.create_engine(parsed, pool_pre_ping=True, pool_timeout=connect_timeout_s, connect_args=connect_args)
+    options = f"-c statement_timeout={max(1, round(statement_timeout_s * 1000))}"
+    given = parsed.query.get("options")
+    if given:
+        options += " " + (given if isinstance(given, str) else " ".join(given))
+    engine = sa.create_engine(parsed, pool_timeout=connect_timeout_s, connect_args={**timeout_arg, "options": options})
+    _bound_postgres_connections(engine, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
+    return engine
 
 
 # --- conversion ---------------------------------------------------------------------------------------------
@@ -238,6 +265,25 @@ def _prepare(item: StoredResult) -> _Prepared:
     )
 
 
+def _mark_rows(marks: Sequence[ReplayMark]) -> list[dict[str, Any]]:
+    """Rows of the ``replay_marks`` table, one per distinct key, in key order (lock order across writers)."""
+    now = datetime.now(UTC)
+    rows: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+    for m in marks:
+        key = (m.topic, m.partition, m.kind, m.ident)
+        known = rows.get(key)
+        if known is None or m.last_offset > known["last_offset"]:
+            rows[key] = {
+                "topic": m.topic,
+                "partition": m.partition,
+                "kind": m.kind,
+                "ident": m.ident,
+                "last_offset": m.last_offset,
+                "marked_at": now,
+            }
+    return [rows[k] for k in sorted(rows)]
+
+
 def _merge_run(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     merged = dict(a)
     merged["first_scored_at"] = min(a["first_scored_at"], b["first_scored_at"])
@@ -287,15 +333,33 @@ class SqlResultStore:
         *,
         purge_batch: int = 1000,
         connect_timeout_s: float = 5.0,
+        statement_timeout_s: float = 30.0,
         engine: sa.Engine | None = None,
     ) -> None:
+        """Open (lazily: nothing connects yet) the store at ``url``, or on ``engine`` when given.
+
+        PostgreSQL: every call gives up with :class:`StoreUnavailable` instead of blocking, even on a frozen
+        server: connecting after ``connect_timeout_s``, a transaction after ``statement_timeout_s`` (+ 1 s), so one
+        call blocks for about ``statement_timeout_s + connect_timeout_s`` at most (see :func:`create_store_engine`;
+        an ``engine`` given is used as it is).
+
+        SQLite file: the file's identity (device, inode) is remembered when it is first opened. Before and after
+        every transaction the file at the path must still be that one: if it vanished (its directory removed or
+        moved) or was replaced, the call raises :class:`StoreUnavailable` (also after a commit that raced with the
+        removal: what it wrote is not reported as stored) and no new file is created at the path. The store works
+        again once the same file is back at the path; if it is gone for good, a new process (a restart) creates and
+        migrates a new file.
+        """
         if purge_batch < 1:
             raise ValueError("purge_batch must be >= 1")
         self.url = normalise_url(url)
-        self.engine = engine or create_store_engine(url, connect_timeout_s=connect_timeout_s)
+        self.engine = engine or create_store_engine(
+            url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s
+        )
         self.dialect = self.engine.dialect.name
         if self.dialect not in ("sqlite", "postgresql"):
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
+        self._file = _SqliteFile.watch(self.engine)
         self.purge_batch = purge_batch
         # SQLite has one writer at a time anyway; serialising here keeps the shared in-memory connection safe.
         self._lock: contextlib.AbstractContextManager[Any] = (
@@ -325,9 +389,12 @@ class SqlResultStore:
     def _insert(self) -> Callable[[sa.Table], Any]:
         return pg_dialect.insert if self.dialect == "postgresql" else sqlite_dialect.insert
 
-    def write(self, results: Sequence[StoredResult]) -> list[bool]:
+    def write(self, results: Sequence[StoredResult], marks: Sequence[ReplayMark] = ()) -> list[bool]:
         """See :meth:`monitor.store.base.ResultStore.write`."""
+        mark_rows = _mark_rows(marks)
         if not results:
+            if mark_rows:
+                self._retrying(lambda: self._write_marks(mark_rows))
             return []
         prepared = [_prepare(item) for item in results]
         first_of: dict[Key, int] = {}
@@ -340,10 +407,51 @@ class SqlResultStore:
             run_rows[item.run_key] = item.run_row if known is None else _merge_run(known, item.run_row)
         ordered_runs = [run_rows[k] for k in sorted(run_rows)]
 
-        new_ids = self._retrying(lambda: self._write_once(ordered_runs, unique))
+        new_ids = self._retrying(lambda: self._write_once(ordered_runs, unique, mark_rows))
         return [item.key in new_ids and first_of[item.key] == index for index, item in enumerate(prepared)]
 
-    def _write_once(self, run_rows: list[dict[str, Any]], unique: list[_Prepared]) -> dict[Key, int]:
+    def _write_marks(self, mark_rows: list[dict[str, Any]], conn: sa.Connection | None = None) -> None:
+        """Insert replay marks (already present ones are kept as they are)."""
+        if conn is None:
+            with self.engine.begin() as own:
+                self._write_marks(mark_rows, own)
+            return
+        if self.dialect == "postgresql":
+            _pg_unnest_insert(conn, replay_marks, mark_rows, conflict=["topic", "partition", "kind", "ident"])
+        else:
+            conn.execute(self._insert()(replay_marks).on_conflict_do_nothing(), mark_rows)
+
+    def load_marks(self, topic: str, partition: int) -> list[ReplayMark]:
+        """See :meth:`monitor.store.base.ResultStore.load_marks`."""
+        query = sa.select(replay_marks.c.kind, replay_marks.c.ident, replay_marks.c.last_offset).where(
+            replay_marks.c.topic == topic, replay_marks.c.partition == partition
+        )
+
+        def load() -> list[ReplayMark]:
+            with self.engine.connect() as conn:
+                return [
+                    ReplayMark(topic, partition, row.kind, row.ident, row.last_offset) for row in conn.execute(query)
+                ]
+
+        return self._retrying(load)
+
+    def forget_marks(self, topic: str, partition: int, below: int) -> int:
+        """See :meth:`monitor.store.base.ResultStore.forget_marks`."""
+        statement = sa.delete(replay_marks).where(
+            replay_marks.c.topic == topic,
+            replay_marks.c.partition == partition,
+            replay_marks.c.last_offset < below,
+        )
+
+        def forget() -> int:
+            with self.engine.begin() as conn:
+                return conn.execute(statement).rowcount
+
+        return self._retrying(forget)
+
+    def _write_once(
+        self, run_rows: list[dict[str, Any]], unique: list[_Prepared], mark_rows: list[dict[str, Any]]
+    ) -> dict[Key, int]:
         insert = self._insert()
         run_stmt = (
             insert(runs)
@@ -397,14 +505,23 @@ class SqlResultStore:
                     _pg_unnest_insert(conn, issues, issue_rows)
                 else:
                     conn.execute(sa.insert(issues), issue_rows)
+            if mark_rows:
+                self._write_marks(mark_rows, conn)
         return new_ids
 
     def _retrying(self, action: Callable[[], T]) -> T:
-        """Run one transaction, retried on deadlock/serialization failures; connection errors → StoreUnavailable."""
+        """Run one transaction, retried on deadlock/serialization failures; connection errors → StoreUnavailable.
+
+        On a SQLite file the file must still be at its path once the transaction ended, else StoreUnavailable:
+        a commit into a file that is no longer there must not count as stored (the caller retries it later).
+        """
         for attempt in range(_RETRIES):
             try:
                 with self._lock, _unavailable_on_connection_errors():
-                    return action()
+                    outcome = action()
+                    if self._file is not None:
+                        self._file.check(after=True)
+                    return outcome
             except StoreUnavailable as exc:
                 cause = exc.__cause__
                 orig = getattr(cause, "orig", None)
@@ -524,12 +641,256 @@ def _pg_unnest_insert(
 
 @contextlib.contextmanager
 def _unavailable_on_connection_errors() -> Iterator[None]:
-    """Map "cannot reach / use the database right now" errors to StoreUnavailable; others pass through."""
+    """Map "cannot reach / use the database right now" errors to StoreUnavailable; others pass through.
+
+    Includes connect and pool timeouts, statements the server cancelled (``statement_timeout``) and connections
+    the watchdog abandoned (the message then says which timeout expired). :class:`StoreUnavailable` raised inside
+    (a SQLite file gone) passes unchanged.
+    """
     try:
         yield
     except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
-        raise StoreUnavailable(str(exc).splitlines()[0]) from exc
+        raise StoreUnavailable(_unavailable_reason(exc)) from exc
     except sa_exc.DBAPIError as exc:
         if exc.connection_invalidated:
-            raise StoreUnavailable(str(exc).splitlines()[0]) from exc
+            raise StoreUnavailable(_unavailable_reason(exc)) from exc
         raise
+
+
+def _unavailable_reason(exc: BaseException) -> str:
+    """The first line of the error, after the timeout the watchdog enforced on this thread's connection, if any."""
+    first = str(exc).splitlines()[0]
+    expired = _WATCHDOG.take_expired()
+    return f"{expired}: connection abandoned ({first})" if expired else first
+
+
+# --- bounded waits (PostgreSQL) -----------------------------------------------------------------------------
+
+_WATCHDOG_GRACE_S = 1.0
+"""A connection is abandoned this long after ``statement_timeout_s``: a server that is merely slow cancels the
+statement itself first (a clean error that keeps the connection usable)."""
+_ARMED = "monitor.watchdog"
+_FRESH = "monitor.fresh"
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Armed:
+    """One connection being watched: a duplicate of its socket descriptor (ours to close) and its deadline."""
+
+    fd: int
+    deadline: float
+    what: str
+    thread: int
+
+
+class _Watchdog:
+    """Shuts down the socket of a connection still in use at its deadline; one thread per process, started on
+    first use, asleep until the earliest deadline.
+
+    libpq waits on its socket without a time limit, and a frozen server answers nothing without resetting the
+    connection. Shutting the socket down makes the blocked call fail at once (psycopg raises
+    ``OperationalError``, SQLAlchemy discards the connection). The watchdog holds its own duplicate of the
+    descriptor while armed, so it shuts down that very socket even if libpq has closed its descriptor (and the
+    number was reused) meanwhile. Cost per transaction: a ``dup``, a ``close`` and two short critical sections.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._armed: set[_Armed] = set()
+        self._wake_at = math.inf  # the deadline the thread sleeps towards
+        self._expired: dict[int, str] = {}  # thread id -> the timeout that expired on its connection
+        self._thread: threading.Thread | None = None
+
+    def arm(self, fd: int, timeout_s: float, what: str) -> _Armed:
+        """Watch socket ``fd`` for ``timeout_s`` seconds (``what`` names the timeout, for the error message)."""
+        entry = _Armed(os.dup(fd), time.monotonic() + timeout_s, what, threading.get_ident())
+        with self._cond:
+            self._expired.pop(entry.thread, None)
+            self._armed.add(entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="store-watchdog", daemon=True)
+                self._thread.start()
+            if entry.deadline < self._wake_at:
+                self._wake_at = entry.deadline
+                self._cond.notify()
+        return entry
+
+    def rearm(self, entry: _Armed, timeout_s: float, what: str) -> None:
+        """Move the deadline of a still armed ``entry`` to ``timeout_s`` from now (no-op once it expired)."""
+        with self._cond:
+            if entry in self._armed:
+                entry.deadline = time.monotonic() + timeout_s
+                entry.what = what
+                if entry.deadline < self._wake_at:
+                    self._wake_at = entry.deadline
+                    self._cond.notify()
+
+    def disarm(self, entry: _Armed) -> None:
+        """Stop watching ``entry`` and close its descriptor (no-op once it expired: the watchdog closed it)."""
+        with self._cond:
+            if entry in self._armed:
+                self._armed.discard(entry)
+                os.close(entry.fd)
+
+    def take_expired(self) -> str | None:
+        """What expired on the calling thread's connection since it last armed one (once), else None."""
+        if not self._expired:
+            return None
+        with self._cond:
+            return self._expired.pop(threading.get_ident(), None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    due = [entry for entry in self._armed if entry.deadline <= now]
+                    if due:
+                        break
+                    self._wake_at = min((entry.deadline for entry in self._armed), default=math.inf)
+                    self._cond.wait(None if self._wake_at == math.inf else self._wake_at - now)
+                for entry in due:
+                    self._armed.discard(entry)
+                    self._expired[entry.thread] = entry.what
+            for entry in due:
+                log.warning("store: %s: abandoning the connection", entry.what)
+                try:
+                    sock = socket.socket(fileno=entry.fd)
+                except OSError:
+                    os.close(entry.fd)
+                    continue
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def after_fork_in_child(self) -> None:
+        """A forked child has no watchdog thread and no connection of the parent to watch: start afresh."""
+        for entry in self._armed:
+            with contextlib.suppress(OSError):
+                os.close(entry.fd)
+        self._reset()
+
+
+_WATCHDOG = _Watchdog()
+os.register_at_fork(after_in_child=_WATCHDOG.after_fork_in_child)
+
+
+def _bound_postgres_connections(engine: sa.Engine, *, connect_timeout_s: float, statement_timeout_s: float) -> None:
+    """Check pooled connections on checkout and watch every checked-out connection (see :func:`create_store_engine`).
+
+    Replaces SQLAlchemy's ``pool_pre_ping``, whose check cannot be bounded: the check runs in the ``checkout``
+    event under the watchdog; a failed check raises ``InvalidatePoolError``, so SQLAlchemy drops the pool and
+    connects anew (a new connection is not checked).
+    """
+    dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+    check = f"the database did not answer the connection check within {connect_timeout_s:g} s (store.connect_timeout_s)"
+    transaction = f"the database did not answer within {statement_timeout_s:g} s (store.statement_timeout_s)"
+    transaction_s = statement_timeout_s + _WATCHDOG_GRACE_S
+
+    @sa.event.listens_for(engine, "connect")
+    def _connected(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_FRESH] = True
+
+    @sa.event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        fresh = record.info.pop(_FRESH, False)
+        try:
+            fd = dbapi_connection.fileno()
+        except dbapi_error as exc:
+            raise sa_exc.DisconnectionError(f"connection unusable: {exc}") from exc
+        timeout_s, what = (transaction_s, transaction) if fresh else (connect_timeout_s, check)
+        try:
+            armed = record.info[_ARMED] = _WATCHDOG.arm(fd, timeout_s, what)
+        except OSError as exc:  # no descriptor left to watch it with: do not use it unbounded
+            raise StoreUnavailable(f"cannot watch the database connection: {exc}") from exc
+        if fresh:  # just connected: no check needed
+            return
+        try:
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute("SELECT 1")
+            finally:
+                cursor.close()
+        except dbapi_error as exc:
+            raise sa_exc.InvalidatePoolError(f"connection check failed: {exc}") from exc
+        _WATCHDOG.rearm(armed, transaction_s, transaction)
+
+    def _release(_dbapi_connection: Any, record: Any, *_: Any) -> None:
+        armed = record.info.pop(_ARMED, None) if record is not None else None
+        if armed is not None:
+            _WATCHDOG.disarm(armed)
+
+    for event in ("checkin", "invalidate", "detach"):
+        sa.event.listen(engine, event, _release)
+
+
+# --- SQLite file identity -----------------------------------------------------------------------------------
+
+
+class _SqliteFile:
+    """The identity (device, inode) of a SQLite store's file, remembered when the file is first opened.
+
+    Open SQLite connections keep writing to the file they opened, even after it was unlinked or its directory
+    removed: every write would "succeed" into a file nobody will ever read. So every transaction checks (one
+    ``stat``) that the file at the path is still the one first opened: before it (pool checkout), after it
+    (:meth:`SqlResultStore._retrying`) and before any new connection (so that no empty file is created in its
+    place). It stays unavailable until the same file is back at the path.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.identity: tuple[int, int] | None = None
+
+    @classmethod
+    def watch(cls, engine: sa.Engine) -> _SqliteFile | None:
+        """Install the checks on a SQLite file engine; None for other databases and in-memory SQLite."""
+        url = engine.url
+        if url.get_backend_name() != "sqlite" or _is_memory(url):
+            return None
+        database = url.database or ""
+        if database.startswith("file:"):  # a SQLite URI filename (``?uri=true``)
+            database = urllib.parse.unquote(urllib.parse.urlsplit(database).path)
+        guard = cls(os.path.abspath(database))
+        sa.event.listen(engine, "do_connect", guard._before_connect)
+        sa.event.listen(engine, "connect", guard._connected)
+        sa.event.listen(engine, "checkout", guard._checked_out)
+        return guard
+
+    def check(self, *, after: bool = False) -> None:
+        """Raise :class:`StoreUnavailable` unless the remembered file (if any yet) is at the path."""
+        identity = self.identity
+        if identity is None:
+            return
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            problem = "is gone (its directory was removed or moved, or the file deleted)"
+        except OSError as exc:
+            problem = f"cannot be reached ({exc})"
+        else:
+            if (st.st_dev, st.st_ino) == identity:
+                return
+            problem = "was replaced by another file"
+        raise StoreUnavailable(
+            f"the SQLite file {self.path} {problem}"
+            + (": this transaction is not counted as stored" if after else "")
+            + "; the store stays unavailable until that same file is back at this path"
+            " (if it is gone for good, restart the daemon: it creates and migrates a new file)"
+        )
+
+    def _before_connect(self, *_: Any) -> None:
+        self.check()  # never let SQLite create a new, empty file where the store's file was
+
+    def _connected(self, _dbapi_connection: Any, _record: Any) -> None:
+        if self.identity is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self.path)
+                self.identity = (st.st_dev, st.st_ino)
+        else:
+            self.check()
+
+    def _checked_out(self, *_: Any) -> None:
+        self.check()

@@ -6,8 +6,16 @@ No span says "the run is over", so a trace closes when (checked by :meth:`Assemb
 * ``idle``      no root seen and idle ``idle_s`` (the root lives in another service, or was lost);
 * ``max_age``   open longer than ``max_age_s`` (forced);
 * ``max_spans`` it reached ``max_spans`` spans (forced, at once);
-* ``memory``    the assembler holds more than ``max_open_spans`` spans: the oldest traces are forced out;
+* ``memory``    the assembler holds more than ``max_open_spans`` spans or ``max_open_bytes`` bytes of records:
+                the oldest traces are forced out;
 * ``shutdown``  :meth:`drain` closed it (forced).
+
+Bytes. Every span (and log event) is charged its share of the encoded record it came in (``nbytes`` of
+:meth:`Assembler.add_spans`), so ``max_open_bytes`` bounds memory in bytes whatever the span count: decoded
+Python objects take a small multiple of their encoded size (docs/daemon.md gives the measured factor).
+
+Work per call. :meth:`Assembler.poll` closes at most ``limit`` traces per call when given one; the rest stay
+due and close on the next calls, so a burst of traces closing at once never blocks the caller for long.
 
 Spans of a trace already closed are *late*: counted (``stats.late_spans``), never re-emitted. Closed
 trace ids are remembered in a bounded LRU for ``late_window_s``.
@@ -43,6 +51,7 @@ class AssemblerLimits:
     max_age_s: float = 600.0
     max_spans: int = 10_000
     max_open_spans: int = 1_000_000
+    max_open_bytes: int = 256 * 1024 * 1024
     late_window_s: float = 600.0
     max_remembered_closed: int = 200_000
 
@@ -50,8 +59,8 @@ class AssemblerLimits:
         for name in ("root_idle_s", "idle_s", "max_age_s", "late_window_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
-        if self.max_spans < 1 or self.max_open_spans < 1:
-            raise ValueError("max_spans and max_open_spans must be >= 1")
+        if self.max_spans < 1 or self.max_open_spans < 1 or self.max_open_bytes < 1:
+            raise ValueError("max_spans, max_open_spans and max_open_bytes must be >= 1")
 
 
 @dataclass(slots=True)
@@ -75,6 +84,8 @@ class ClosedTrace:
     logs: tuple[LogEvent, ...]
     reason: CloseReason
     first_offsets: dict[TopicPartition, int]
+    last_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    nbytes: int = 0
 
     @property
     def forced(self) -> bool:
@@ -91,7 +102,9 @@ class _Open:
     span_ids: set[str] = field(default_factory=set)
     has_root: bool = False
     first_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    last_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     split_counted: bool = False
+    nbytes: int = 0
 
 
 class Assembler:
@@ -107,6 +120,7 @@ class Assembler:
         self._closed: OrderedDict[str, float] = OrderedDict()  # trace id -> closed at
         self._consumed: dict[TopicPartition, int] = {}
         self._open_spans = 0
+        self._open_bytes = 0
         self._ready: list[ClosedTrace] = []
 
     # ------------------------------------------------------------------ input
@@ -119,10 +133,19 @@ class Assembler:
     def open_spans(self) -> int:
         return self._open_spans
 
-    def add_spans(self, spans: Sequence[SpanRecord], tp: TopicPartition, offset: int, now: float) -> None:
-        """Take the spans of the record at ``offset`` on ``tp`` (any number of traces)."""
+    @property
+    def open_bytes(self) -> int:
+        """Encoded record bytes charged to the open traces."""
+        return self._open_bytes
+
+    def add_spans(
+        self, spans: Sequence[SpanRecord], tp: TopicPartition, offset: int, now: float, nbytes: int = 0
+    ) -> None:
+        """Take the spans of the record at ``offset`` on ``tp`` (any number of traces); ``nbytes`` is the
+        record's encoded size, shared among its spans for the byte bound."""
         self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
         limits = self.limits
+        share, extra = divmod(nbytes, len(spans)) if spans else (0, 0)
         for span in spans:
             self.stats.spans_in += 1
             trace = self._trace_for(span.trace_id, tp, offset, now)
@@ -135,6 +158,10 @@ class Assembler:
             trace.span_ids.add(span.span_id)
             trace.spans.append(span)
             self._open_spans += 1
+            charged = share + extra
+            extra = 0
+            trace.nbytes += charged
+            self._open_bytes += charged
             if span.parent_span_id is None and not trace.has_root:
                 trace.has_root = True
                 self._rootless.pop(trace.trace_id, None)
@@ -143,15 +170,24 @@ class Assembler:
                 self._close(trace.trace_id, "max_spans", now)
         self._enforce_memory(now)
 
-    def add_logs(self, events: Sequence[LogEvent], tp: TopicPartition, offset: int, now: float) -> None:
-        """Take GenAI log events of the record at ``offset`` on ``tp`` (the logs topic)."""
+    def add_logs(
+        self, events: Sequence[LogEvent], tp: TopicPartition, offset: int, now: float, nbytes: int = 0
+    ) -> None:
+        """Take GenAI log events of the record at ``offset`` on ``tp`` (the logs topic); ``nbytes`` as in
+        :meth:`add_spans`."""
         self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
+        share, extra = divmod(nbytes, len(events)) if events else (0, 0)
         for event in events:
             trace = self._trace_for(event.trace_id, tp, offset, now)
             if trace is None:
                 self.stats.late_logs += 1
                 continue
             trace.logs.append(event)
+            charged = share + extra
+            extra = 0
+            trace.nbytes += charged
+            self._open_bytes += charged
+        self._enforce_memory(now)
 
     def mark_consumed(self, tp: TopicPartition, offset: int) -> None:
         """A record with no usable content (dead-lettered, empty) still advances the watermark."""
@@ -170,6 +206,7 @@ class Assembler:
             trace.last_activity = now
             order = self._rooted if trace.has_root else self._rootless
             order.move_to_end(trace_id)
+        trace.last_offsets[tp] = offset
         if tp not in trace.first_offsets:
             trace.first_offsets[tp] = offset
             topic = tp[0]
@@ -180,27 +217,26 @@ class Assembler:
 
     # ------------------------------------------------------------------ output
 
-    def poll(self, now: float) -> list[ClosedTrace]:
-        """Close every trace whose rule fires at ``now``; return all traces closed since last poll."""
+    def poll(self, now: float, limit: int | None = None) -> list[ClosedTrace]:
+        """Close the traces whose rule fires at ``now`` (at most ``limit`` of them, oldest activity first;
+        the others close on later calls); return all traces closed since the last poll."""
         limits = self.limits
+        budget = len(self._open) if limit is None else limit
         for order, wait, reason in (
             (self._rooted, limits.root_idle_s, "complete"),
             (self._rootless, limits.idle_s, "idle"),
+            (self._by_first, limits.max_age_s, "max_age"),
         ):
             due: list[str] = []
             for trace_id in order:
-                if now - self._open[trace_id].last_activity < wait:
+                trace = self._open[trace_id]
+                since = trace.first_seen if reason == "max_age" else trace.last_activity
+                if len(due) >= budget or now - since < wait:
                     break
                 due.append(trace_id)
             for trace_id in due:
                 self._close(trace_id, reason, now)  # type: ignore[arg-type]
-        due = []
-        for trace_id in self._by_first:
-            if now - self._open[trace_id].first_seen < limits.max_age_s:
-                break
-            due.append(trace_id)
-        for trace_id in due:
-            self._close(trace_id, "max_age", now)
+            budget -= len(due)
         self._forget_closed(now)
         ready, self._ready = self._ready, []
         return ready
@@ -223,6 +259,7 @@ class Assembler:
         for trace_id in dropped:
             trace = self._remove(trace_id)
             self._open_spans -= len(trace.spans)
+            self._open_bytes -= trace.nbytes
         for tp in lost:
             self._consumed.pop(tp, None)
         self.stats.dropped_traces += len(dropped)
@@ -258,6 +295,7 @@ class Assembler:
     def _close(self, trace_id: str, reason: CloseReason, now: float) -> None:
         trace = self._remove(trace_id)
         self._open_spans -= len(trace.spans)
+        self._open_bytes -= trace.nbytes
         self._closed[trace_id] = now
         self._closed.move_to_end(trace_id)
         while len(self._closed) > self.limits.max_remembered_closed:
@@ -266,10 +304,21 @@ class Assembler:
         if not trace.spans:
             self.stats.logs_only_traces += 1
             return
-        self._ready.append(ClosedTrace(trace_id, tuple(trace.spans), tuple(trace.logs), reason, trace.first_offsets))
+        self._ready.append(
+            ClosedTrace(
+                trace_id,
+                tuple(trace.spans),
+                tuple(trace.logs),
+                reason,
+                trace.first_offsets,
+                trace.last_offsets,
+                trace.nbytes,
+            )
+        )
 
     def _enforce_memory(self, now: float) -> None:
-        while self._open_spans > self.limits.max_open_spans and self._by_first:
+        limits = self.limits
+        while (self._open_spans > limits.max_open_spans or self._open_bytes > limits.max_open_bytes) and self._by_first:
             oldest = next(iter(self._by_first))
             self._close(oldest, "memory", now)
 

@@ -14,18 +14,31 @@ Contract of :func:`build_runs`:
 * Model spans nested in model spans are one model call seen twice (an instrumentation on top of the
   SDK's own spans): they merge into one step. Model spans inside a tool span are the tool's own
   business and are not steps of the run. ADK's synthetic merged-tools span is ignored.
+* Model spans side by side (siblings overlapping in time, e.g. OpenLLMetry's ``anthropic.chat`` or
+  OpenInference's ``messages.stream`` beside the anthropic SDK's own ``anthropic.messages.create``)
+  merge into one step only on evidence that they record the same call: the same provider response
+  id, shared tool-call ids, the same output, or (for a span without content) the same token usage
+  (:class:`~monitor.trajectory.semconv.ModelCallIdentity`). Overlap in time alone never merges.
 * Calls: tool spans merged with the model's tool_call parts by call id, else the k-th part named N
   of step s with the k-th unmatched tool span named N that starts within step s's window
-  (SCORING.md §1.3); ordered by start time (unexecuted ones by the end of their step).
+  (SCORING.md §1.3), else a part and an unmatched tool span with the same name and the same captured
+  arguments that starts after the step began; ordered by start time (unexecuted ones by the end of
+  their step). A selected call with such a match is always linked to its execution, never listed twice.
 * Clock skew (end before start) is clamped to a zero duration. Nothing here raises on content.
+* Cost and depth are bounded: the rebuild is linear in the spans (up to a small factor per run for
+  the call matching) and uses no recursion, so no trace shape can raise ``RecursionError``. A trace
+  whose parent→child span chain is longer than ``max_depth`` spans, or whose agent runs nest deeper
+  than ``max_agent_depth`` runs, is refused with :class:`RebuildRejected` (``reason = "too_deep"``).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from monitor.trajectory.model import (
     ABSENT,
@@ -40,10 +53,36 @@ from monitor.trajectory.model import (
     ToolDef,
     Usage,
 )
-from monitor.trajectory.normalize import Role, SpanFacts, normalize, normalize_agent_content
-from monitor.trajectory.semconv import Monitor, Traceloop
+from monitor.trajectory.normalize import Role, SpanFacts, model_response_id, normalize, normalize_agent_content
+from monitor.trajectory.semconv import ModelCallIdentity, Monitor, Traceloop
 from monitor.trajectory.spans import STATUS_ERROR, LogEvent, SpanRecord
 from monitor.trajectory.view import order_key
+
+DEFAULT_MAX_DEPTH: Final = 256
+"""Default of ``max_depth``: the longest parent→child span chain rebuilt (setting ``rebuild.max_depth``)."""
+DEFAULT_MAX_AGENT_DEPTH: Final = 32
+"""Default of ``max_agent_depth``: the deepest nesting of agent runs rebuilt (``rebuild.max_agent_depth``)."""
+_MAX_MESSAGE_CHARS: Final = 199
+
+
+class RebuildRejected(Exception):
+    """A trace the rebuild refuses to turn into runs, by design rather than by accident.
+
+    ``reason`` is a short snake_case code for a metric label (``too_deep``: the span chain is longer
+    than ``max_depth`` or agent runs nest deeper than ``max_agent_depth``); ``detail`` says which limit
+    and which trace, on one line. ``str(exc)`` is ``"<reason>: <detail>"``, one line, under 200
+    characters: the caller counts it and logs that line, never a traceback. Rebuilding the same spans
+    again is rejected again (the outcome depends only on the spans and the limits).
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        one_line = " ".join(detail.split())
+        message = f"{reason}: {one_line}"
+        if len(message) > _MAX_MESSAGE_CHARS:
+            message = message[: _MAX_MESSAGE_CHARS - 1] + "…"
+        super().__init__(message)
+        self.reason = reason
+        self.detail = one_line
 
 
 def dedupe_spans(spans: Iterable[SpanRecord]) -> list[SpanRecord]:
@@ -77,15 +116,34 @@ def join_logs(spans: Sequence[SpanRecord], logs: Iterable[LogEvent]) -> list[Spa
     return out
 
 
-def build_runs(spans: Iterable[SpanRecord], logs: Iterable[LogEvent] = (), *, forced: str | None = None) -> list[Run]:
-    """Top-level runs of every trace in ``spans`` (nested runs in ``Run.children``), by start time."""
+def build_runs(
+    spans: Iterable[SpanRecord],
+    logs: Iterable[LogEvent] = (),
+    *,
+    forced: str | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
+    rejected: list[RebuildRejected] | None = None,
+) -> list[Run]:
+    """Top-level runs of every trace in ``spans`` (nested runs in ``Run.children``), by start time.
+
+    ``max_depth``: the longest parent→child span chain (in spans, a root alone is 1) a trace may
+    have; ``max_agent_depth``: how deeply agent runs may nest (a top-level run is 1, its nested runs
+    2, …). A trace beyond either limit raises :class:`RebuildRejected`, unless ``rejected`` is given:
+    then that trace's rejection is appended to it and the other traces' runs are still returned.
+    """
     unique = join_logs(dedupe_spans(spans), logs)
     by_trace: dict[str, list[SpanRecord]] = defaultdict(list)
     for span in unique:
         by_trace[span.trace_id].append(span)
     runs: list[Run] = []
     for trace_spans in by_trace.values():
-        runs.extend(build_trace(trace_spans, forced=forced))
+        try:
+            runs.extend(build_trace(trace_spans, forced=forced, max_depth=max_depth, max_agent_depth=max_agent_depth))
+        except RebuildRejected as exc:
+            if rejected is None:
+                raise
+            rejected.append(exc)
     runs.sort(key=lambda r: (r.start_ns or 0, r.trace_id, r.run_id))
     return runs
 
@@ -103,20 +161,34 @@ class _RunAcc:
     children: list[_RunAcc] = field(default_factory=list)
     spans: list[SpanFacts] = field(default_factory=list)
     via_tool: bool = False  # a nested run started by a tool span (agent-as-tool), not a transfer
+    depth: int = 1  # agent-run nesting: 1 for a top-level run, 2 for its nested runs, …
+    # the first agent name of (root, *agent_spans), kept up to date by add_agent_span (O(1) per read)
+    _strong_name: str | None = None  # … among names not taken from a span name only
+    _any_name: str | None = None
+
+    def __post_init__(self) -> None:
+        self._note_name(self.root)
+
+    def _note_name(self, f: SpanFacts) -> None:
+        if f.agent_name:
+            self._any_name = self._any_name or f.agent_name
+            if not f.agent_name_weak:
+                self._strong_name = self._strong_name or f.agent_name
+
+    def add_agent_span(self, f: SpanFacts) -> None:
+        """Another span of this same agent run (its name counts only if the run has none yet)."""
+        self.agent_spans.append(f)
+        self._note_name(f)
 
     @property
     def agent(self) -> str | None:
         """The first agent name a span of this run gives; names taken from span names only lose."""
-        weak = None
-        for f in (self.root, *self.agent_spans):
-            if f.agent_name and not f.agent_name_weak:
-                return f.agent_name
-            weak = weak or f.agent_name
-        return weak
+        return self._strong_name or self._any_name
 
     @property
     def agent_is_weak(self) -> bool:
-        return all(not f.agent_name or f.agent_name_weak for f in (self.root, *self.agent_spans))
+        """No span of this run names the agent other than by its span name."""
+        return self._strong_name is None
 
 
 def _clamp(span: SpanRecord) -> SpanRecord:
@@ -125,28 +197,52 @@ def _clamp(span: SpanRecord) -> SpanRecord:
     return span
 
 
-def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> list[Run]:
-    """Runs of one trace's spans (assumed unique by span id)."""
+def _too_deep(trace_id: str, what: str, limit: int, setting: str) -> RebuildRejected:
+    return RebuildRejected("too_deep", f"trace {trace_id}: {what} deeper than {limit} ({setting})")
+
+
+def build_trace(
+    spans: Sequence[SpanRecord],
+    *,
+    forced: str | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
+) -> list[Run]:
+    """Runs of one trace's spans (assumed unique by span id); limits as :func:`build_runs`.
+
+    One pass over the span tree with an explicit stack (never recursion), then one over the runs.
+    """
+    # the span tree and its depth first, before any span is normalized, so a trace that is too deep
+    # is refused at the cost of one pass over its ids
+    known = {s.span_id for s in spans}
+    kids_of: dict[str | None, list[SpanRecord]] = defaultdict(list)
+    for span in spans:
+        parent = span.parent_span_id
+        kids_of[parent if parent in known else None].append(span)
+    order: list[str] = []  # pre-order; spans in a parent cycle are unreachable from a root: left out
+    stack: list[tuple[SpanRecord, int]] = [(span, 1) for span in kids_of[None]]
+    while stack:
+        span, depth = stack.pop()
+        if depth > max_depth:
+            raise _too_deep(span.trace_id, "span chain", max_depth, "max_depth")
+        order.append(span.span_id)
+        stack.extend((kid, depth + 1) for kid in kids_of.get(span.span_id, ()))
+
     facts = {s.span_id: normalize(_clamp(s)) for s in spans}
-    children: dict[str | None, list[SpanFacts]] = defaultdict(list)
-    for f in facts.values():
-        parent = f.span.parent_span_id
-        children[parent if parent in facts else None].append(f)
+    children: dict[str | None, list[SpanFacts]] = {
+        parent: [facts[k.span_id] for k in kids] for parent, kids in kids_of.items()
+    }
     for kids in children.values():
         kids.sort(key=lambda f: (f.span.start_ns, f.span.span_id))
         _promote_agent_tasks(kids)
+    trace_id = spans[0].trace_id if spans else ""
 
-    # subtree flags, bottom-up without recursion limits
+    # subtree flags, bottom-up
     has_agent: dict[str, bool] = {}
     has_work: dict[str, bool] = {}
-    order: list[SpanFacts] = []
-    stack = list(children[None])
-    while stack:
-        f = stack.pop()
-        order.append(f)
-        stack.extend(children.get(f.span_id, []))
-    for f in reversed(order):
-        kids = children.get(f.span_id, [])
+    for span_id in reversed(order):
+        f = facts[span_id]
+        kids = children.get(span_id, [])
         has_agent[f.span_id] = f.role in (Role.AGENT, Role.WORKFLOW) or any(has_agent[k.span_id] for k in kids)
         has_work[f.span_id] = f.role in (Role.LLM, Role.TOOL) or any(has_work[k.span_id] for k in kids)
 
@@ -154,7 +250,7 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
     nested: dict[tuple[str, str | None], _RunAcc] = {}
     # iterative DFS: (facts, current run, enclosing tool of the current run, enclosing llm span)
     work: list[tuple[SpanFacts, _RunAcc | None, SpanFacts | None, SpanFacts | None]] = [
-        (f, None, None, None) for f in reversed(children[None])
+        (f, None, None, None) for f in reversed(children.get(None, []))
     ]
     while work:
         f, run, tool, llm = work.pop()
@@ -165,15 +261,17 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
                 top.append(run)
                 tool = llm = None
             elif tool is None and (run.agent_is_weak or f.agent_name is None or f.agent_name == run.agent):
-                run.agent_spans.append(f)
+                run.add_agent_span(f)
             else:
                 key = (tool.span_id if tool is not None else run.root.span_id, f.agent_name)
                 child = nested.get(key)
                 if child is None:
-                    child = nested[key] = _RunAcc(f, via_tool=tool is not None)
+                    if run.depth >= max_agent_depth:
+                        raise _too_deep(trace_id, "agent runs nested", max_agent_depth, "max_agent_depth")
+                    child = nested[key] = _RunAcc(f, via_tool=tool is not None, depth=run.depth + 1)
                     run.children.append(child)
                 else:  # a second span of the same nested agent (see _promote_agent_tasks)
-                    child.agent_spans.append(f)
+                    child.add_agent_span(f)
                 if tool is not None:
                     run.agent_tools.add(tool.span_id)
                 run, tool, llm = child, None, None
@@ -204,7 +302,7 @@ def build_trace(spans: Sequence[SpanRecord], *, forced: str | None = None) -> li
         for kid in reversed(children.get(f.span_id, ())):
             work.append((kid, run, tool, llm))
 
-    return [_finish(acc, None, None, forced) for acc in top]
+    return _finish_all(top, forced)
 
 
 def _promote_agent_tasks(siblings: Sequence[SpanFacts]) -> None:
@@ -254,24 +352,60 @@ def _merge_tool(outer: SpanFacts, inner: SpanFacts) -> None:
 # --------------------------------------------------------------------------- one run
 
 
-def _same_model_call(a: SpanFacts, b: SpanFacts) -> bool:
-    """Two model spans that overlap in time and report the same output are one call recorded by two
-    instrumentations side by side (e.g. OpenInference and OpenLLMetry on one anthropic client)."""
-    if not (a.span.start_ns < b.span.end_ns and b.span.start_ns < a.span.end_ns):
+def _overlap(a: SpanFacts, b: SpanFacts) -> bool:
+    return a.span.start_ns < b.span.end_ns and b.span.start_ns < a.span.end_ns
+
+
+def _same_model_call(a: SpanFacts, b: SpanFacts, response_ids: dict[str, str | None]) -> bool:
+    """Two model spans of one run that record one model call (two instrumentations side by side).
+
+    Evidence, strongest first (:class:`~monitor.trajectory.semconv.ModelCallIdentity`); the first kind
+    both spans carry decides, and overlap in time is required but never sufficient:
+
+    1. provider response ids: equal → one call, different → two;
+    2. tool-call ids in the outputs: any shared → one call, none shared → two;
+    3. both captured output: the same tool-call names in order (or, with no tool calls, the same text);
+    4. one span captured no output (the anthropic SDK's metadata-only spans): the same model (when both
+       name one) and the same reported input and output token counts.
+    """
+    if not _overlap(a, b):
         return False
+    id_a, id_b = _response_id(a, response_ids), _response_id(b, response_ids)
+    if id_a is not None and id_b is not None:
+        return id_a == id_b
     calls_a, calls_b = a.output_tool_calls, b.output_tool_calls
     ids_a = {c.id for c in calls_a if c.id}
-    if ids_a and ids_a & {c.id for c in calls_b if c.id}:
-        return True
-    if calls_a or calls_b:
-        return [c.name for c in calls_a] == [c.name for c in calls_b]
-    return a.output_text is not None and a.output_text == b.output_text
+    ids_b = {c.id for c in calls_b if c.id}
+    if ids_a and ids_b:
+        return not ids_a.isdisjoint(ids_b)
+    if a.output_messages and b.output_messages:
+        if calls_a or calls_b:
+            return [c.name for c in calls_a] == [c.name for c in calls_b]
+        return a.output_text is not None and a.output_text == b.output_text
+    ua, ub = a.usage, b.usage
+    return (
+        (a.model is None or b.model is None or a.model == b.model)
+        and ua.input_tokens is not None
+        and ua.output_tokens is not None
+        and (ua.input_tokens, ua.output_tokens) == (ub.input_tokens, ub.output_tokens)
+    )
+
+
+def _response_id(f: SpanFacts, cache: dict[str, str | None]) -> str | None:
+    if f.span_id not in cache:
+        cache[f.span_id] = model_response_id(f.span)
+    return cache[f.span_id]
 
 
 def _dedupe_model_calls(llm: list[SpanFacts]) -> list[SpanFacts]:
+    """The run's model spans with every model call recorded twice side by side merged into one
+    (the earlier-starting span is kept and filled from its twin). Linear: each span is compared
+    with the last few kept ones only."""
     kept: list[SpanFacts] = []
+    response_ids: dict[str, str | None] = {}
+    lookback = ModelCallIdentity.TWIN_LOOKBACK
     for f in sorted(llm, key=lambda f: (f.span.start_ns, f.span.span_id)):
-        twin = next((k for k in reversed(kept[-4:]) if _same_model_call(k, f)), None)
+        twin = next((k for k in reversed(kept[-lookback:]) if _same_model_call(k, f, response_ids)), None)
         if twin is None:
             kept.append(f)
         else:
@@ -299,7 +433,53 @@ def _steps(acc: _RunAcc) -> list[LlmStep]:
     ]
 
 
+class _UnmatchedTools:
+    """Tool spans not yet linked to a model's tool_call part, per tool name, in start order; finds
+    the first one starting in a window by bisection so matching stays near-linear in the calls."""
+
+    def __init__(self, tools: Iterable[tuple[int, SpanFacts]]) -> None:
+        """``tools``: (position, tool span) pairs in start order."""
+        self._starts: dict[str, list[int]] = defaultdict(list)
+        self._entries: dict[str, list[tuple[int, Captured]]] = defaultdict(list)  # (position, span args)
+        for pos, t in tools:
+            name = t.tool_name or ""
+            self._starts[name].append(t.span.start_ns)
+            self._entries[name].append((pos, t.args))
+
+    def _pop(self, name: str, i: int) -> int:
+        del self._starts[name][i]
+        return self._entries[name].pop(i)[0]
+
+    def take(self, name: str, lo: int, hi: int | None) -> int | None:
+        """Remove and return the first unmatched tool named ``name`` starting in ``[lo, hi)``
+        (``hi`` None: no upper bound)."""
+        starts = self._starts.get(name)
+        if not starts:
+            return None
+        i = bisect.bisect_left(starts, lo)
+        if i < len(starts) and (hi is None or starts[i] < hi):
+            return self._pop(name, i)
+        return None
+
+    def take_same_arguments(self, name: str, lo: int, args: Captured) -> int | None:
+        """Remove and return the first unmatched tool named ``name`` starting at or after ``lo`` whose
+        span captured exactly ``args`` (both sides captured: evidence that it executed that part)."""
+        starts = self._starts.get(name)
+        if not starts or args is ABSENT:
+            return None
+        entries = self._entries[name]
+        for i in range(bisect.bisect_left(starts, lo), len(starts)):
+            span_args = entries[i][1]
+            if span_args is not ABSENT and span_args == args:
+                return self._pop(name, i)
+        return None
+
+
 def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[ToolCall, ...]:
+    """The run's calls: each tool span merged with the tool_call part it executed, plus the parts no
+    span executed. Links, in order of evidence: the same call id; the k-th part named N of step s with
+    the k-th unmatched span named N starting in step s's window (SCORING.md §1.3); the same name and
+    the same captured arguments, the span starting after step s began."""
     tools = sorted(acc.tools, key=lambda f: (f.span.start_ns, f.span.span_id))
     matched: dict[int, tuple[int, int]] = {}  # tool position -> (step, part)
     by_id: dict[str, int] = {}
@@ -315,19 +495,23 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
         if found is not None and found not in matched and tools[found].tool_name == part.name:
             matched[found] = (s, p)
             used_parts.add((s, p))
+    unmatched = _UnmatchedTools((pos, t) for pos, t in enumerate(tools) if pos not in matched)
     for s, p, part in parts:
         if (s, p) in used_parts:
             continue
         lo = steps[s].start_ns or 0
         hi = steps[s + 1].start_ns if s + 1 < len(steps) else None
-        for pos, t in enumerate(tools):
-            if pos in matched or t.tool_name != part.name:
-                continue
-            start = t.span.start_ns
-            if start >= lo and (hi is None or start < hi):
-                matched[pos] = (s, p)
-                used_parts.add((s, p))
-                break
+        found = unmatched.take(part.name, lo, hi)
+        if found is not None:
+            matched[found] = (s, p)
+            used_parts.add((s, p))
+    for s, p, part in parts:
+        if (s, p) in used_parts:
+            continue
+        found = unmatched.take_same_arguments(part.name, steps[s].start_ns or 0, part.arguments)
+        if found is not None:
+            matched[found] = (s, p)
+            used_parts.add((s, p))
 
     calls: list[ToolCall] = []
     for pos, t in enumerate(tools):
@@ -420,9 +604,32 @@ def _kept_attributes(root: SpanRecord) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(kept.items()))
 
 
+def _finish_all(top: Sequence[_RunAcc], forced: str | None) -> list[Run]:
+    """Every accumulated run as a :class:`Run`, nested runs in ``children``, without recursion: each
+    run's own fields first, parents before children (a child may inherit its parent's user input),
+    then the children attached bottom-up."""
+    own: dict[int, Run] = {}
+    pre_order: list[_RunAcc] = []
+    stack: list[tuple[_RunAcc, str | None, Messages | None]] = [(acc, None, None) for acc in reversed(top)]
+    while stack:
+        acc, parent_run_id, parent_input = stack.pop()
+        run = _finish(acc, parent_run_id, parent_input, forced)
+        own[id(acc)] = run
+        pre_order.append(acc)
+        stack.extend((child, run.run_id, run.user_input) for child in reversed(acc.children))
+    done: dict[int, Run] = {}
+    for acc in reversed(pre_order):  # every child comes after its parent in pre-order
+        run = own[id(acc)]
+        if acc.children:
+            run = dataclasses.replace(run, children=tuple(done[id(c)] for c in acc.children))
+        done[id(acc)] = run
+    return [done[id(acc)] for acc in top]
+
+
 def _finish(acc: _RunAcc, parent_run_id: str | None, parent_input: Messages | None, forced: str | None) -> Run:
-    """One run from its accumulated spans. A nested run reached by transfer or handoff (no tool span
-    in between) serves the parent's user turn, so it inherits the parent's user input."""
+    """One run from its accumulated spans, ``children`` left empty (:func:`_finish_all` attaches
+    them). A nested run reached by transfer or handoff (no tool span in between) serves the parent's
+    user turn, so it inherits the parent's user input."""
     root = acc.root
     agent = acc.agent
     steps = _steps(acc)
@@ -455,11 +662,9 @@ def _finish(acc: _RunAcc, parent_run_id: str | None, parent_input: Messages | No
     for f in acc.spans:
         conventions |= f.conventions
     content = any(c.args is not ABSENT for c in calls) or bool(user_input) or bool(final) or any(s.text for s in steps)
-    run_id = root.span_id
-    children = tuple(_finish(child, run_id, user_input, forced) for child in acc.children)
     return Run(
         trace_id=root.span.trace_id,
-        run_id=run_id,
+        run_id=root.span_id,
         agent=agent,
         conversation_id=conversation,
         parent_run_id=parent_run_id,
@@ -468,7 +673,6 @@ def _finish(acc: _RunAcc, parent_run_id: str | None, parent_input: Messages | No
         tools_offered=tools,
         steps=tuple(steps),
         calls=calls,
-        children=children,
         start_ns=root.span.start_ns,
         end_ns=root.span.end_ns,
         status="error" if error else "ok",

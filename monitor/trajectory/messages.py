@@ -19,9 +19,8 @@ All functions are total: unknown shapes give ``None`` or an :class:`OtherPart`, 
 from __future__ import annotations
 
 import ast
-import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from monitor.trajectory.model import (
@@ -37,6 +36,7 @@ from monitor.trajectory.model import (
     ToolDef,
     ToolResultPart,
 )
+from monitor.trajectory.sanitize import clean_text, parse_json, storable
 
 _ROLE_ALIASES = {
     "model": "assistant",
@@ -79,7 +79,7 @@ def parse_object_repr(text: str) -> Any:
     if len(text) > _MAX_PARSE_CHARS or not _REPR_HEAD.match(text):
         return None
     try:
-        value = _literal(ast.parse(text.strip(), mode="eval").body)
+        value = storable(_literal(ast.parse(text.strip(), mode="eval").body))
     except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
         return None
     items = value if isinstance(value, list) else [value]
@@ -106,12 +106,12 @@ def loads(value: Any) -> Any:
     if not text or text[0] not in '[{"0123456789-tfn' or len(text) > _MAX_PARSE_CHARS:
         return value
     try:
-        return json.loads(text)
+        return parse_json(text)
     except (ValueError, RecursionError):
         pass
     if text[0] in "[{":
         try:
-            return ast.literal_eval(text)
+            return storable(ast.literal_eval(text))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return value
     return value
@@ -124,17 +124,17 @@ def decode_arguments(value: Any) -> Captured:
     """
     if value is None or value is ABSENT:
         return ABSENT
-    if isinstance(value, bytes):
+    if isinstance(value, bytes):  # an OTLP bytesValue: its text, made storable (no NUL)
         try:
-            value = value.decode("utf-8")
+            value = clean_text(value.decode("utf-8"))
         except UnicodeDecodeError:
-            return Malformed(value.decode("utf-8", "replace"))
+            return Malformed(clean_text(value.decode("utf-8", "replace")))
     if isinstance(value, str):
         text = value.strip()
         if not text:
             return {}
         try:
-            decoded = json.loads(text)
+            decoded = parse_json(text)
         except (ValueError, RecursionError):
             # LangChain's input_str is the Python repr of the parsed arguments: read it, never evaluate it
             if text.startswith("{") and len(text) <= _MAX_PARSE_CHARS:
@@ -143,11 +143,11 @@ def decode_arguments(value: Any) -> Captured:
                 except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                     return Malformed(value)
                 if isinstance(literal, dict) and all(isinstance(k, str) for k in literal):
-                    return literal
+                    return storable(literal)
             return Malformed(value)
         if isinstance(decoded, str) and decoded.strip().startswith("{"):
             try:
-                inner = json.loads(decoded)
+                inner = parse_json(decoded)
             except (ValueError, RecursionError):
                 return decoded
             if isinstance(inner, dict):
@@ -160,13 +160,13 @@ def decode_result(value: Any) -> Captured:
     """A tool result: ABSENT for None, decoded JSON when the string is JSON, else the string."""
     if value is None or value is ABSENT:
         return ABSENT
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
+    if isinstance(value, bytes):  # an OTLP bytesValue: its text, made storable (no NUL)
+        value = clean_text(value.decode("utf-8", "replace"))
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in _JSON_STARTS and len(text) <= _MAX_PARSE_CHARS:
             try:
-                return json.loads(text)
+                return parse_json(text)
             except (ValueError, RecursionError):
                 return value
         return value
@@ -177,13 +177,30 @@ def decode_result(value: Any) -> Captured:
 
 
 def _text_of(value: Any) -> str | None:
-    if value is None:
-        return None
+    """The text of a content value: a string; a mapping's ``text`` or ``content`` string; the texts of
+    a list's items joined with newlines (nested lists flattened, empty texts skipped). Iterative, so
+    any nesting depth is safe."""
+    if not isinstance(value, list):
+        return _scalar_text(value)
+    texts: list[str] = []
+    stack: list[Iterator[Any]] = [iter(value)]
+    while stack:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+        elif isinstance(item, list):
+            stack.append(iter(item))
+        elif text := _scalar_text(item):
+            texts.append(text)
+    return "\n".join(texts) if texts else None
+
+
+_END: Any = object()
+
+
+def _scalar_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
-    if isinstance(value, list):
-        texts = [t for t in (_text_of(v) for v in value) if t]
-        return "\n".join(texts) if texts else None
     if isinstance(value, Mapping):
         for key in ("text", "content"):
             v = value.get(key)
@@ -299,17 +316,19 @@ def parse_message(obj: Any, default_role: str = "user") -> Message | None:
     """One message in any supported shape; None when ``obj`` is not a message (or its content was
     elided by an instrumentation that does not capture content)."""
     obj = loads(obj)
+    while isinstance(obj, Mapping) and "message" in obj and "role" not in obj:
+        inner = loads(obj["message"])  # gen_ai.choice body / strands event attribute (unwrapped in a loop)
+        if isinstance(inner, list):
+            return Message(normalize_role(obj.get("role"), "assistant"), tuple(_parts_of(inner)))
+        if not isinstance(inner, Mapping) or obj.get("content") == ELIDED:
+            break
+        obj, default_role = inner, "assistant"
     if obj == ELIDED or (isinstance(obj, Mapping) and obj.get("content") == ELIDED):
         return None
     if isinstance(obj, str):
         return Message(default_role, (TextPart(obj),))
     if not isinstance(obj, Mapping):
         return None
-    if "message" in obj and isinstance(loads(obj["message"]), Mapping | list) and "role" not in obj:
-        inner = loads(obj["message"])  # gen_ai.choice body / strands event attribute
-        if isinstance(inner, list):
-            return Message(normalize_role(obj.get("role"), "assistant"), tuple(_parts_of(inner)))
-        return parse_message(inner, "assistant")
     if obj.get("type") == "function_call" and "role" not in obj:  # OpenAI Responses output item
         return Message("assistant", tuple(_parse_part(obj)))
     if obj.get("type") == "function_call_output" and "role" not in obj:

@@ -273,10 +273,13 @@ class Run:
         return tuple(part for step in self.steps for part in step.tool_calls)
 
     def walk(self) -> Iterator[Run]:
-        """This run, then every nested run, depth first."""
-        yield self
-        for child in self.children:
-            yield from child.walk()
+        """This run, then every nested run, depth first (pre-order, children in order). Iterative, so
+        any nesting depth walks in linear time without recursion."""
+        stack: list[Run] = [self]
+        while stack:
+            run = stack.pop()
+            yield run
+            stack.extend(reversed(run.children))
 
     def attribute(self, key: str) -> str | None:
         """A root-span or resource attribute kept for matching (e.g. ``monitor.eval.case_id``)."""

@@ -13,7 +13,7 @@ import enum
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from monitor.trajectory.messages import (
     ELIDED,
@@ -48,6 +48,7 @@ from monitor.trajectory.semconv import (
     AgentToolTypes,
     Events,
     GenAI,
+    ModelCallIdentity,
     Op,
     OpenAIAgents,
     OpenInference,
@@ -118,15 +119,21 @@ def _str(value: Any) -> str | None:
     return None
 
 
+_INT64_MAX: Final = 2**63 - 1
+
+
 def _int(value: Any) -> int | None:
+    """A count (token usage) from an attribute: an int, an integral float or a string of ASCII digits,
+    within int64 (what every store's integer column holds); anything else is not reported (None)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
+    integral_float = isinstance(value, float) and value.is_integer()
+    # isdigit() alone also accepts "²", which int() refuses
+    digits = isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19
+    if integral_float or digits:
+        value = int(value)
+    if isinstance(value, int) and -_INT64_MAX - 1 <= value <= _INT64_MAX:
         return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
     return None
 
 
@@ -670,6 +677,28 @@ def _model_io(f: SpanFacts) -> None:
     )
     f.provider = _str(_first(a, GenAI.PROVIDER, GenAI.SYSTEM, OpenInference.PROVIDER, OpenInference.SYSTEM))
     f.usage = _usage(a)
+
+
+def model_response_id(span: SpanRecord) -> str | None:
+    """The provider's id of the response a model span recorded, if the span carries it (see
+    :class:`~monitor.trajectory.semconv.ModelCallIdentity`): a response-id attribute, else the ``id``
+    of a provider response body held as JSON. Parses that body, so callers ask only when they need it
+    (to tell a model call recorded twice from two calls)."""
+    a = span.attributes
+    for key in ModelCallIdentity.RESPONSE_ID_KEYS:
+        found = _str(a.get(key))
+        if found is not None:
+            return found
+    for key in ModelCallIdentity.RESPONSE_BODY_KEYS:
+        raw = a.get(key)
+        if not (isinstance(raw, str) and raw.lstrip().startswith("{")):
+            continue
+        body = loads(raw)
+        if isinstance(body, Mapping) and any(body.get(k) == v for k, v in ModelCallIdentity.RESPONSE_BODY_MARKERS):
+            found = _str(body.get("id"))
+            if found is not None:
+                return found
+    return None
 
 
 def normalize_agent_content(f: SpanFacts) -> None:

@@ -20,6 +20,7 @@ class GenAI:
     SYSTEM: Final = "gen_ai.system"  # deprecated ≥ 1.37, still common
     REQUEST_MODEL: Final = "gen_ai.request.model"
     RESPONSE_MODEL: Final = "gen_ai.response.model"
+    RESPONSE_ID: Final = "gen_ai.response.id"
     AGENT_NAME: Final = "gen_ai.agent.name"
     AGENT_ID: Final = "gen_ai.agent.id"
     CONVERSATION_ID: Final = "gen_ai.conversation.id"
@@ -211,6 +212,31 @@ class AgentToolTypes:
 class MCP:
     METHOD: Final = "mcp.method.name"
     TOOL_TYPES: Final = frozenset({"mcp", "McpTool", "MCPTool", "mcp_tool"})
+
+
+class ModelCallIdentity:
+    """How two model spans are recognised as one model API call recorded twice.
+
+    An instrumentation library on top of the provider SDK's own spans records every call twice: the
+    anthropic SDK (2.x, native spans on by default) writes ``anthropic.messages.create`` beside
+    OpenLLMetry's ``anthropic.chat`` (traceloop-sdk 0.62) and OpenInference's ``messages.stream``
+    (3.1) as *siblings* overlapping in time. The evidence that they are one call, strongest first:
+    the provider's response id on both spans (the native span has it even when it captures no
+    content); tool-call ids in both outputs; the same output content; for a span without content,
+    the same reported token usage. Overlap in time alone is never enough.
+    """
+
+    RESPONSE_ID_KEYS: Final = (GenAI.RESPONSE_ID,)
+    """Span attributes holding the provider's response id (``msg_…``, ``chatcmpl-…``)."""
+    RESPONSE_BODY_KEYS: Final = (OpenInference.OUTPUT_VALUE,)
+    """Attributes that may hold the provider's whole response body as JSON (OpenInference's
+    ``output.value`` on LLM spans): its ``id`` is the response id when the body is marked as one below."""
+    RESPONSE_BODY_MARKERS: Final = (("type", "message"), ("object", "chat.completion"), ("object", "response"))
+    """(key, value) pairs that mark a JSON object as a provider response: an Anthropic Message, an
+    OpenAI chat completion, an OpenAI Responses object."""
+    TWIN_LOOKBACK: Final = 8
+    """How many earlier model spans of a run (by start time) are compared with each one: twins start
+    within a few spans of each other, and the bound keeps the comparison linear."""
 
 
 class Monitor:

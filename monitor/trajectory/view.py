@@ -39,12 +39,16 @@ def _in_view_order(calls: tuple[ToolCall, ...]) -> bool:
     return True
 
 
-def _collect(run: Run, depth: int, scope: Scope, out: list[ToolCall]) -> None:
-    for call in run.calls:
-        out.append(call if depth == 0 else dataclasses.replace(call, depth=depth + call.depth))
-    if scope == "flatten":
-        for child in run.children:
-            _collect(child, depth + 1, scope, out)
+def _collect(run: Run, scope: Scope, out: list[ToolCall]) -> None:
+    """Append the calls of ``run`` (and with ``flatten`` of its nested runs, depth first, each call's
+    ``depth`` counted from ``run``) to ``out``. Iterative: no recursion whatever the nesting."""
+    stack: list[tuple[Run, int]] = [(run, 0)]
+    while stack:
+        current, depth = stack.pop()
+        for call in current.calls:
+            out.append(call if depth == 0 else dataclasses.replace(call, depth=depth + call.depth))
+        if scope == "flatten":
+            stack.extend((child, depth + 1) for child in reversed(current.children))
 
 
 def view(run: Run, calls_source: CallsSource = "auto", scope: Scope = "flatten") -> tuple[ToolCall, ...]:
@@ -58,7 +62,7 @@ def view(run: Run, calls_source: CallsSource = "auto", scope: Scope = "flatten")
     if (not run.children or scope == "own") and calls_source == "auto" and _in_view_order(run.calls):
         return run.calls  # the builder already stores own calls in view order, indexed from 0
     calls: list[ToolCall] = []
-    _collect(run, 0, scope, calls)
+    _collect(run, scope, calls)
     if calls_source == "selected":
         calls = [
             dataclasses.replace(c, args=c.requested_args)

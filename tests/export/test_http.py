@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -158,3 +160,151 @@ def test_port_taken_raises() -> None:
         server = HttpServer(HttpSettings(host="127.0.0.1", port=port), Metrics(MetricsSettings()), HealthState())
         with pytest.raises(OSError):
             server.start()
+
+
+# --------------------------------------------------------------------------- store outage readiness
+
+
+def test_readyz_fails_once_the_store_is_down_longer_than_the_allowed_outage() -> None:
+    health = HealthState()
+    health.set_assigned(2)
+    assert health.readiness(100, max_store_outage_s=30.0, now=1000.0).reason == "ok"
+    health.set_store_available(False, now=1000.0)
+    assert health.readiness(100, max_store_outage_s=30.0, now=1030.0).ready  # exactly the allowance: still ready
+    health.set_store_available(False, now=1020.0)  # later failures do not restart the outage clock
+    down = health.readiness(100, max_store_outage_s=30.0, now=1030.5)
+    assert (down.ready, down.reason) == (False, "store_unavailable")
+    health.set_store_available(True, now=1031.0)
+    assert health.readiness(100, max_store_outage_s=30.0, now=1031.0).ready
+    health.set_store_available(False, now=1040.0)  # a new outage starts its own clock
+    assert health.readiness(100, max_store_outage_s=30.0, now=1069.0).ready
+    assert not health.readiness(100, max_store_outage_s=30.0, now=1071.0).ready
+
+
+def test_readyz_over_http_answers_503_with_the_store_reason_and_recovers() -> None:
+    metrics, health = Metrics(MetricsSettings()), HealthState()
+    settings = HttpSettings(host="127.0.0.1", port=0, ready_max_store_outage_s=0.2)
+    with HttpServer(settings, metrics, health) as server:
+        health.set_assigned(1)
+        health.set_store_available(False)  # the clock is time.monotonic() by default
+        assert get(server.url + "/readyz")[0] == 200  # within the allowed outage
+        deadline = time.monotonic() + 5
+        while get(server.url + "/readyz")[0] == 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status, _, body = get(server.url + "/readyz")
+        assert status == 503 and json.loads(body)["reason"] == "store_unavailable"
+        assert body.count(b"\n") == 1  # one line
+        assert get(server.url + "/healthz")[0] == 200  # alive: a store outage is not a reason to restart
+        health.set_store_available(True)
+        status, _, body = get(server.url + "/readyz")
+        assert status == 200 and json.loads(body)["reason"] == "ok"
+
+
+# --------------------------------------------------------------------------- connections: timeouts and bounds
+
+
+def _handler_threads_besides(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t not in before and t.name != "monitor-http"]
+
+
+def _closed_by_server(sock: socket.socket, within: float) -> bool:
+    """True when the server closes ``sock`` (EOF or reset) within ``within`` seconds; data is skipped."""
+    deadline = time.monotonic() + within
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            if sock.recv(65536) == b"":
+                return True
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+    return False
+
+
+def test_idle_connections_beyond_the_cap_keep_threads_bounded_and_metrics_served() -> None:
+    metrics, health = Metrics(MetricsSettings()), HealthState()
+    metrics.spans_decoded(7)
+    settings = HttpSettings(host="127.0.0.1", port=0, max_connections=4, request_timeout_s=30.0)
+    before = set(threading.enumerate())
+    server = HttpServer(settings, metrics, health)
+    server.start()
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(20):  # five times the cap, never sending a byte
+            idle.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+        time.sleep(0.5)
+        assert len(_handler_threads_besides(before)) <= 4
+        started = time.monotonic()
+        status, _, body = get(server.url + "/metrics")  # a fresh client is served well before the 30 s timeout
+        assert status == 200 and b"monitor_spans_decoded_total 7.0" in body
+        assert time.monotonic() - started < 5
+        assert len(_handler_threads_besides(before)) <= 4
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+
+
+def test_idle_and_slow_connections_are_closed_after_the_request_timeout() -> None:
+    metrics, health = Metrics(MetricsSettings()), HealthState()
+    settings = HttpSettings(host="127.0.0.1", port=0, max_connections=8, request_timeout_s=0.5)
+    with HttpServer(settings, metrics, health) as server:
+        silent = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        # a keep-alive client that got its answer and then idles
+        kept = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b"200" in kept.recv(4096).split(b"\r\n", 1)[0]
+        # a slow client: one header byte every 0.2 s never lets the per-read timeout fire
+        slow = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        slow.sendall(b"GET /metrics HTTP/1.1\r\n")
+        slow_closed = False
+        slow_started = time.monotonic()
+        while time.monotonic() - slow_started < 3:
+            try:
+                slow.sendall(b"X")
+            except OSError:
+                slow_closed = True
+                break
+            slow.settimeout(0.2)
+            try:
+                if slow.recv(1024) == b"":
+                    slow_closed = True
+                    break
+            except TimeoutError:
+                pass
+            except ConnectionResetError:
+                slow_closed = True
+                break
+        try:
+            assert _closed_by_server(silent, within=3)
+            assert _closed_by_server(kept, within=3)
+            assert slow_closed and time.monotonic() - slow_started < 2.5
+            assert get(server.url + "/healthz")[0] == 200
+        finally:
+            for s in (silent, kept, slow):
+                s.close()
+
+
+def test_stop_is_prompt_and_ends_every_connection_thread_with_idle_clients_connected() -> None:
+    metrics, health = Metrics(MetricsSettings()), HealthState()
+    settings = HttpSettings(host="127.0.0.1", port=0, max_connections=3, request_timeout_s=60.0)
+    before = set(threading.enumerate())
+    server = HttpServer(settings, metrics, health)
+    server.start()
+    clients = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(6)]
+    half = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    half.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+    time.sleep(0.3)
+    try:
+        started = time.monotonic()
+        server.stop()
+        assert time.monotonic() - started < 3
+        deadline = time.monotonic() + 3
+        while _handler_threads_besides(before) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _handler_threads_besides(before) == []
+        assert all(_closed_by_server(c, within=2) for c in clients[:3])
+    finally:
+        for c in [*clients, half]:
+            c.close()

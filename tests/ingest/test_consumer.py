@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from monitor.ingest.dlq import (
     DeadLetterLimit,
     DeadLetterQueue,
     DeadLetterRateExceeded,
+    make_dead_letter,
 )
 from monitor.settings import DeadLetterSettings, KafkaSettings
 from tests.support.daemon import names
@@ -63,7 +65,7 @@ def test_dead_letters_carry_reason_source_and_original_key_and_headers(kafka_boo
     topic, _ = names("dlq-unit")
     dlq = DeadLetterQueue(KafkaSettings(bootstrap_servers=kafka_bootstrap), DeadLetterSettings())
     try:
-        assert dlq.send(
+        letter = make_dead_letter(
             topic=topic,
             partition=3,
             offset=41,
@@ -73,7 +75,10 @@ def test_dead_letters_carry_reason_source_and_original_key_and_headers(kafka_boo
             reason="invalid_protobuf",
             detail="Error parsing message",
         )
-        assert dlq.flush() == 1
+        assert dlq.send(letter)
+        assert dlq.unacknowledged() == {(topic, 3): 41}  # the commit must stay below it until acknowledged
+        assert dlq.flush(30) == [letter]
+        assert dlq.unacknowledged() == {} and dlq.pending == 0
     finally:
         dlq.close()
     (rec,) = read_all(kafka_bootstrap, topic + ".dlq", expect=1)
@@ -84,11 +89,44 @@ def test_dead_letters_carry_reason_source_and_original_key_and_headers(kafka_boo
     assert headers["traceparent"] == b"00-abc"
 
 
+def test_a_dead_letter_above_the_request_limit_becomes_a_stub(kafka_bootstrap: str) -> None:
+    topic, _ = names("dlq-stub")
+    dlq = DeadLetterQueue(
+        KafkaSettings(bootstrap_servers=kafka_bootstrap), DeadLetterSettings(max_request_bytes=64 * 1024)
+    )
+    value = bytes(range(256)) * 1024  # 256 KiB
+    try:
+        letter = make_dead_letter(
+            topic=topic,
+            partition=0,
+            offset=7,
+            key=b"k",
+            value=value,
+            headers=[("h", b"v")],
+            reason="too_large",
+            detail="record too large",
+        )
+        assert dlq.send(letter)
+        (acked,) = dlq.flush(30)
+        assert acked.stub and dlq.stats.stubs == 1
+    finally:
+        dlq.close()
+    (rec,) = read_all(kafka_bootstrap, topic + ".dlq", expect=1)
+    headers = dict(rec.headers)
+    assert rec.value == value[:1024]
+    assert headers["monitor.dlq.truncated"] == b"1"
+    assert headers["monitor.dlq.original_size"] == str(len(value)).encode()
+    assert headers["monitor.dlq.sha256"] == hashlib.sha256(value).hexdigest().encode()
+    assert headers["h"] == b"v" and headers[HEADER_OFFSET] == b"7"
+
+
 def test_disabled_dead_lettering_sends_nothing(kafka_bootstrap: str) -> None:
     dlq = DeadLetterQueue(KafkaSettings(bootstrap_servers=kafka_bootstrap), DeadLetterSettings(enabled=False))
-    kwargs = {"partition": 0, "offset": 0, "key": None, "value": b"x", "headers": None, "reason": "empty"}
-    assert not dlq.send(topic="t", detail="", **kwargs)  # type: ignore[arg-type]
-    assert dlq.flush() == 0
+    letter = make_dead_letter(
+        topic="t", partition=0, offset=0, key=None, value=b"x", headers=None, reason="empty", detail=""
+    )
+    assert not dlq.send(letter)
+    assert dlq.flush(1) == [] and dlq.pending == 0
     dlq.close()
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +17,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from monitor.ingest.decode import (
     DECODE_REASONS,
+    REPAIR_KINDS,
     TRUNCATED_KEY,
     DecodeError,
     decode_logs,
@@ -22,6 +26,7 @@ from monitor.ingest.decode import (
     detect_encoding,
 )
 from monitor.ingest.encode import encode, split_by_trace, split_spans, to_otlp_json
+from monitor.trajectory.spans import SpanRecord
 from tests.spanutil import Recorder, agent_run, span
 
 
@@ -230,3 +235,274 @@ def test_any_split_of_a_request_decodes_to_the_same_spans(
     whole = sorted(decode_traces(encode(request_with_agent, "otlp_proto")), key=lambda s: s.span_id)
     pieces = [s for p in split_spans(request_with_agent, parts) for s in decode_traces(encode(p, "otlp_json"))]
     assert sorted(pieces, key=lambda s: s.span_id) == whole
+
+
+# --------------------------------------------------------------------------- storable output (docs/decoding.md)
+
+INT64_MAX = 2**63 - 1
+TRACE_HEX = "0123456789abcdef0123456789abcdef"
+
+lone_surrogates = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+nasty_text = st.text(alphabet=st.one_of(lone_surrogates, st.just("\x00"), st.characters()), max_size=12)
+proto_text = st.text(alphabet=st.one_of(st.just("\x00"), st.characters(codec="utf-8")), max_size=12)  # no surrogates
+bad_times = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.integers(min_value=0, max_value=INT64_MAX).map(str),
+    st.floats(),
+    st.text(max_size=25),
+    st.sampled_from([str(2**63), str(2**64), str(2**64 + 1), "9" * 30, "-1", "1e18", " 5", "1_000"]),
+    st.booleans(),
+    st.none(),
+)
+json_doubles = st.one_of(
+    st.floats(), st.sampled_from(["NaN", "Infinity", "-Infinity"]), st.integers(-(10**400), 10**400)
+)
+json_ints = st.one_of(st.integers(min_value=-(2**80), max_value=2**80), st.integers().map(str), st.just("7" * 5000))
+
+
+def _json_any_values(leaf_text: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, object]]:
+    leaves = st.one_of(
+        leaf_text.map(lambda s: {"stringValue": s}),
+        json_ints.map(lambda i: {"intValue": i}),
+        json_doubles.map(lambda d: {"doubleValue": d}),
+        st.booleans().map(lambda b: {"boolValue": b}),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3).map(lambda vs: {"arrayValue": {"values": vs}}),
+            st.lists(st.tuples(leaf_text, inner), max_size=3).map(
+                lambda kvs: {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in kvs]}}
+            ),
+        ),
+        max_leaves=8,
+    )
+
+
+any_json_value = _json_any_values(nasty_text)
+json_attributes = st.lists(
+    st.tuples(nasty_text, any_json_value).map(lambda kv: {"key": kv[0], "value": kv[1]}), max_size=4
+)
+
+
+def _deeply_nested(depth: int, text: str) -> dict[str, object]:
+    value: dict[str, object] = {"stringValue": text}
+    for level in range(depth):
+        value = {"kvlistValue": {"values": [{"key": f"{text}{level}", "value": value}]}}
+    return value
+
+
+@st.composite
+def json_trace_records(draw: st.DrawFn) -> bytes:
+    spans = []
+    for n in range(draw(st.integers(1, 3))):
+        attributes = draw(json_attributes)
+        if draw(st.booleans()):
+            attributes.append(
+                {"key": draw(nasty_text), "value": _deeply_nested(draw(st.integers(1, 200)), draw(nasty_text))}
+            )
+        spans.append(
+            {
+                "traceId": TRACE_HEX,
+                "spanId": f"{n + 1:016x}",
+                "name": draw(nasty_text),
+                "kind": 1,
+                "startTimeUnixNano": draw(bad_times),
+                "endTimeUnixNano": draw(bad_times),
+                "attributes": attributes,
+                "events": [
+                    {"name": draw(nasty_text), "timeUnixNano": draw(bad_times), "attributes": draw(json_attributes)}
+                ],
+                "status": {"code": 2, "message": draw(nasty_text)},
+            }
+        )
+    doc = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": draw(json_attributes)},
+                "scopeSpans": [{"scope": {"name": draw(nasty_text), "version": draw(nasty_text)}, "spans": spans}],
+            }
+        ]
+    }
+    return json.dumps(doc).encode()  # ensure_ascii: each lone surrogate travels as a \udXXX escape
+
+
+@st.composite
+def json_log_records(draw: st.DrawFn) -> bytes:
+    record = {
+        "traceId": TRACE_HEX,
+        "spanId": "00000000000000a1",
+        "eventName": draw(nasty_text),
+        "timeUnixNano": draw(bad_times),
+        "observedTimeUnixNano": draw(bad_times),
+        "attributes": draw(json_attributes),
+        "body": draw(any_json_value),
+    }
+    return json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [record]}]}]}).encode()
+
+
+def assert_storable(value: object) -> None:
+    """Every string encodes as UTF-8 and holds no NUL, every float is finite; walked without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            item.encode("utf-8")
+            assert "\x00" not in item
+        elif isinstance(item, float):
+            assert math.isfinite(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        else:
+            assert item is None or isinstance(item, bool | int | bytes), type(item)
+
+
+def assert_valid_time(ns: object) -> None:
+    assert type(ns) is int and 0 <= ns <= INT64_MAX
+    datetime.fromtimestamp(ns / 1e9, tz=UTC)  # what the store does with a run's start
+
+
+def assert_storable_spans(spans: list[SpanRecord]) -> None:
+    for s in spans:
+        assert_storable([s.trace_id, s.span_id, s.parent_span_id, s.name, s.status_message, s.scope_name])
+        assert_storable([s.scope_version, s.resource, s.attributes])
+        assert_valid_time(s.start_ns)
+        assert_valid_time(s.end_ns)
+        for ev in s.events:
+            assert_storable([ev.name, ev.attributes, ev.body])
+            assert_valid_time(ev.time_ns)
+        json.dumps([s.attributes, s.resource], allow_nan=False, default=bytes.hex)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(json_trace_records())
+def test_otlp_json_spans_decode_to_storable_strings_numbers_and_times(record: bytes) -> None:
+    try:
+        decoded = decode_traces_batch(record)
+    except DecodeError as exc:  # only a kind or code this strategy never breaks could cause one
+        raise AssertionError(f"record rejected: {exc}") from exc
+    assert_storable_spans(decoded.spans)
+    assert set(decoded.repaired) <= set(REPAIR_KINDS)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(json_log_records())
+def test_otlp_json_log_events_decode_to_storable_values(record: bytes) -> None:
+    (event,) = decode_logs(record)
+    assert_storable([event.name, event.attributes, event.body])
+    assert_valid_time(event.time_ns)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(proto_text, min_size=6, max_size=6),
+    times=st.lists(st.integers(min_value=0, max_value=2**64 - 1), min_size=3, max_size=3),
+    double=st.floats(),
+    nesting=st.integers(0, 25),  # upb refuses messages nested deeper than 100 (about 31 kvlist levels here)
+)
+def test_protobuf_spans_decode_to_storable_strings_numbers_and_times(
+    texts: list[str], times: list[int], double: float, nesting: int
+) -> None:
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.add(key=texts[0]).value.string_value = texts[1]
+    ss = rs.scope_spans.add()
+    ss.scope.name = texts[2]
+    s = ss.spans.add(trace_id=bytes.fromhex(TRACE_HEX), span_id=b"\x00" * 7 + b"\x01", name=texts[3])
+    s.start_time_unix_nano, s.end_time_unix_nano = times[0], times[1]
+    s.status.message = texts[4]
+    s.attributes.add(key="d").value.double_value = double
+    value = s.attributes.add(key=texts[5]).value
+    for level in range(nesting):
+        value = value.kvlist_value.values.add(key=f"{texts[5]}{level}").value
+    value.string_value = texts[0]
+    s.events.add(name=texts[1], time_unix_nano=times[2]).attributes.add(key=texts[2]).value.string_value = texts[3]
+    assert_storable_spans(decode_traces(req.SerializeToString()))
+
+
+def test_protobuf_strings_cannot_hold_a_lone_surrogate_so_upb_rejects_the_record() -> None:
+    """The claim the fast protobuf path rests on (protobuf 7 / upb): bad UTF-8 in any string field, a
+    UTF-8-encoded surrogate included, fails the parse; only NUL needs checking in protobuf strings."""
+    req = ExportTraceServiceRequest()
+    s = (
+        req.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(trace_id=bytes.fromhex(TRACE_HEX), span_id=b"\x00" * 7 + b"\x01", name="MARK")
+    )
+    s.attributes.add(key="k").value.string_value = "v"
+    raw = req.SerializeToString()
+    with pytest.raises(DecodeError) as info:
+        decode_traces(raw.replace(b"MARK", b"\xed\xa0\x80\x41"))  # U+D800 as (invalid) UTF-8 bytes, same length
+    assert info.value.reason == "invalid_protobuf"
+    (nul,) = decode_traces_batch(raw.replace(b"MARK", b"M\x00RK")).spans
+    assert nul.name == "M\ufffdRK"
+
+
+def _record_with(name: str, agent: str, tool: str, conversation: str, arguments: str, start: object) -> bytes:
+    def attr(key: str, value: str) -> dict[str, object]:
+        return {"key": key, "value": {"stringValue": value}}
+
+    agent_span = {
+        "traceId": TRACE_HEX,
+        "spanId": "00000000000000a1",
+        "name": name,
+        "startTimeUnixNano": start,
+        "endTimeUnixNano": "2000",
+        "attributes": [
+            attr("gen_ai.operation.name", "invoke_agent"),
+            attr("gen_ai.agent.name", agent),
+            attr("gen_ai.conversation.id", conversation),
+        ],
+    }
+    tool_span = {
+        "traceId": TRACE_HEX,
+        "spanId": "00000000000000a2",
+        "parentSpanId": "00000000000000a1",
+        "name": f"execute_tool {tool}",
+        "startTimeUnixNano": "1500",
+        "endTimeUnixNano": "1600",
+        "attributes": [
+            attr("gen_ai.operation.name", "execute_tool"),
+            attr("gen_ai.tool.name", tool),
+            attr("gen_ai.tool.call.arguments", arguments),
+        ],
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [agent_span, tool_span]}]}]}).encode()
+
+
+@pytest.mark.parametrize("start", [-5, 2**64, "99999999999999999999999", 1.5e18, "soon", True])
+def test_a_record_with_lone_surrogates_and_a_bad_start_time_rebuilds_a_storable_run(start: object) -> None:
+    """Issue #8: a lone surrogate in an agent, tool, conversation id or argument, or a start time outside
+    the datetime range, made both stores raise; now they are repaired at decode and the run is stored."""
+    from monitor.trajectory.build import build_runs
+
+    record = _record_with(
+        "invoke_agent a\ud800", "a\ud800gent", "look\udfffup", "conv\x00\ud83d", '{"q": "x\\ud800y", "n": NaN}', start
+    )
+    decoded = decode_traces_batch(record)
+    assert decoded.repaired["text"] >= 4 and decoded.repaired["invalid_time"] == 1
+    (run,) = build_runs(decoded.spans)
+    assert run.agent == "a\ufffdgent" and run.conversation_id == "conv\ufffd\ufffd"
+    (call,) = run.calls
+    assert call.name == "look\ufffdup" and call.args == {"q": "x\ufffdy", "n": "NaN"}
+    assert run.start_ns == 2000 and run.end_ns == 2000  # the invalid start takes the end: zero duration
+    assert_valid_time(run.start_ns)
+    json.dumps([run.agent, run.conversation_id, call.name, call.args], allow_nan=False).encode("utf-8")
+
+
+def test_numbers_json_columns_refuse_become_text() -> None:
+    attributes = [
+        {"key": "nan", "value": {"doubleValue": "NaN"}},
+        {"key": "inf", "value": {"doubleValue": "Infinity"}},
+        {"key": "big", "value": {"intValue": str(2**70)}},
+        {"key": "huge", "value": {"intValue": "7" * 5000}},
+        {"key": "ok", "value": {"intValue": str(INT64_MAX)}},
+    ]
+    span = {"traceId": TRACE_HEX, "spanId": "00000000000000a1", "name": "s", "attributes": attributes}
+    decoded = decode_traces_batch(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode())
+    (s,) = decoded.spans
+    assert s.attributes == {"nan": "NaN", "inf": "Infinity", "big": str(2**70), "huge": "7" * 5000, "ok": INT64_MAX}
+    assert decoded.repaired == Counter({"non_finite": 2, "int_out_of_range": 2})

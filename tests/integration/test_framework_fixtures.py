@@ -133,3 +133,68 @@ def test_framework_fixture_any_split_and_order_of_records_rebuilds_the_same_runs
         assert _canonical(build_runs(spans, events)) == baseline
 
     prop()
+
+
+# --------------------------------------------------------------------------- one model call, two model spans
+
+# An instrumentation on top of the anthropic SDK's own spans records every model call twice, as siblings:
+# OpenLLMetry's `anthropic.chat` (traceloop-sdk) or OpenInference's `messages.stream` beside the SDK's
+# `anthropic.messages.create`. Exact expectations per scenario: the tool-call names of each model step, then
+# every call as (name, args, error type or None, step, part); every call is executed.
+TWIN_SPAN_FIXTURES = ("traceloop_sdk_anthropic", "openinference_anthropic_stream")
+TWIN_SPAN_SCENARIOS: dict[str, tuple[list[list[str]], list[tuple[str, dict[str, Any], str | None, int, int]], str]] = {
+    "sequential_tools": (
+        [["get_weather"], ["get_time"], []],
+        [("get_weather", {"city": "Paris"}, None, 0, 0), ("get_time", {"tz": "Europe/Paris"}, None, 1, 0)],
+        "Paris: 18°C and sunny; it is 09:30 there.",
+    ),
+    "parallel_tools": (
+        [["get_weather", "get_time"], []],
+        [("get_weather", {"city": "Tokyo"}, None, 0, 0), ("get_time", {"tz": "Asia/Tokyo"}, None, 0, 1)],
+        "Tokyo: 18°C and sunny, local time 09:30.",
+    ),
+    "failing_tool": (
+        [["lookup_order"], []],
+        [("lookup_order", {"order_id": "A-17"}, "OrderServiceError", 0, 0)],
+        "Sorry, I could not look up order A-17 right now.",
+    ),
+    "no_tool": ([[]], [], "Bonjour !"),
+}
+MODEL_SPAN_NAMES = {"anthropic.chat", "messages.stream", "anthropic.messages.create"}
+
+
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
+@pytest.mark.parametrize("scenario", list(TWIN_SPAN_SCENARIOS))
+@pytest.mark.parametrize("framework", TWIN_SPAN_FIXTURES)
+def test_one_model_call_recorded_by_two_sibling_spans_is_one_step_and_its_calls_are_linked(
+    framework: str, scenario: str, encoding: str
+) -> None:
+    from monitor.trajectory.view import view
+
+    expected, traces, logs = _load(FIXTURES / framework / f"{scenario}.expected.json")
+    step_calls, calls, answer = TWIN_SPAN_SCENARIOS[scenario]
+    assert expected["model_calls"] == len(step_calls)
+
+    # the recording really holds the duplicate: two sibling model spans per model call
+    spans = [s for rs in traces.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    model_spans = [s for s in spans if s.name in MODEL_SPAN_NAMES]
+    assert len(model_spans) == 2 * len(step_calls)
+    assert {s.name for s in model_spans} - {"anthropic.messages.create"} == (
+        {"anthropic.chat"} if framework == "traceloop_sdk_anthropic" else {"messages.stream"}
+    )
+    (agent_span,) = [s for s in spans if not s.parent_span_id]
+    assert all(s.parent_span_id == agent_span.span_id for s in model_spans)
+
+    (run,) = rebuild(traces, logs, encoding=encoding, parts=3, seed=5)
+    assert run.agent == "travel_agent" and run.final_response == answer
+    assert [[c.name for c in step.tool_calls] for step in run.steps] == step_calls
+    got = [(c.name, c.args, c.error.type.rsplit(".", 1)[-1] if c.error else None, c.step, c.part) for c in run.calls]
+    assert got == calls
+    assert all(c.executed for c in run.calls), "a selected call was left without its execution"
+    for c in run.calls:
+        assert c.step is not None and c.part is not None
+        assert c.call_id is not None and c.call_id == run.steps[c.step].tool_calls[c.part].id
+    assert [c.name for c in view(run, calls_source="selected")] == [c[0] for c in calls]
+    # each step keeps the usage of its one call, and the run's usage counts every call once
+    assert all(step.usage.input_tokens is not None and step.usage.output_tokens is not None for step in run.steps)
+    assert run.usage.input_tokens == sum(step.usage.input_tokens or 0 for step in run.steps)

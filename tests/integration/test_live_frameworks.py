@@ -172,3 +172,29 @@ def test_anthropic_sdk_native_spans_go_to_the_global_provider_unless_disabled() 
     )
     assert "gen_ai.input.messages" not in attrs  # metadata_only by default
     assert fake.requests[0].headers.get("traceparent")  # and it propagates its context to the API
+
+
+# (f) an instrumentation beside the SDK's own spans, as users get them (native spans on by default, to the
+# global provider): every model call is two sibling model spans, one step; issue #8. The same shapes recorded
+# with traceloop-sdk 0.62.4 and OpenInference 3.1 + messages.stream: tests/fixtures/frameworks/
+# {traceloop_sdk_anthropic,openinference_anthropic_stream}.
+SIDE_BY_SIDE_CASES: dict[str, dict[str, object]] = {
+    "openllmetry_beside_native_default_spans": {"instrumentation": ("ol",), "native": "default", "tools": "genai"},
+    "openinference_streaming_beside_native_default_spans": {
+        "instrumentation": ("oi",),
+        "native": "default",
+        "stream": True,
+        "tools": "genai",
+    },
+}
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("case", list(SIDE_BY_SIDE_CASES))
+def test_instrumentation_beside_native_spans_makes_one_step_per_model_call(case: str, encoding: str) -> None:
+    sc = scenario(S.anthropic_weather, **SIDE_BY_SIDE_CASES[case])
+    names = S.span_names(sc.request)
+    assert names.count("anthropic.messages.create") == 3, names  # the SDK's own span for each of the 3 calls
+    (run,) = check(sc, encoding)
+    assert len(run.steps) == 3
+    assert all(c.executed and c.step is not None for c in run.calls)

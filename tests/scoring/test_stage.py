@@ -206,6 +206,8 @@ def test_failing_tools_in_fixtures_are_flagged_by_tool_error_check() -> None:
         "adk2/tool_error_unhandled",
         "adk2_openinference/tool_error_handled",
         "adk2_openinference/tool_error_unhandled",
+        "openinference_anthropic_stream/failing_tool",
+        "traceloop_sdk_anthropic/failing_tool",
         "langgraph_oi/tool_error_default",
         "langgraph_oi/tool_error_handled",
         "langgraph_openllmetry/tool_error_default",

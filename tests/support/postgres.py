@@ -10,7 +10,8 @@ Usage from any test package: import the fixtures into its ``conftest.py``::
   for this test run on that cluster.
 
 Tests that stop or restart the server start their own cluster (``with PostgresCluster.running_cluster() as pg:``)
-so the session cluster is never disturbed.
+so the session cluster is never disturbed. :meth:`PostgresCluster.freeze` SIGSTOPs such a cluster (postmaster and
+backends) to make it hang instead of going away; :meth:`PostgresCluster.thaw` resumes it.
 
 The cluster is made with the local PostgreSQL binaries (``initdb``/``pg_ctl``; newest version under
 ``/usr/lib/postgresql/*/bin`` or on ``PATH``). ``initdb`` refuses to run as root, so as root the binaries run
@@ -31,6 +32,7 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -109,6 +111,7 @@ class PostgresCluster:
         self._initialised = False
         self._running = False
         self._databases: list[str] = []
+        self._frozen = False
         self.startup_seconds = 0.0
         """Wall time of the first :meth:`start` (initdb included)."""
 
@@ -179,10 +182,11 @@ class PostgresCluster:
             self.startup_seconds = time.monotonic() - began
 
     def stop(self) -> None:
-        """Stop the server (fast shutdown: open connections are cut). Data and port are kept."""
+        """Stop the server (fast shutdown: open connections are cut). Data and port are kept. Thaws it first."""
         if self.external_url is not None or not self._running:
             return
         assert self.bindir is not None
+        self.thaw()
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop")
         self._running = False
 
@@ -197,6 +201,72 @@ class PostgresCluster:
             self.stop()
         if self._own_datadir:
             shutil.rmtree(self.datadir, ignore_errors=True)
+
+    # --- freezing ----------------------------------------------------------------------------------------
+    def postmaster_pid(self) -> int:
+        """PID of the running postmaster (the first line of ``postmaster.pid``)."""
+        if self.external_url is not None or not self._running:
+            raise RuntimeError("only a running local cluster has a postmaster of ours")
+        return int((self.datadir / "postmaster.pid").read_text().split()[0])
+
+    def _processes(self) -> dict[int, str]:
+        """{pid: state} of the postmaster and its children (every backend and auxiliary process; PostgreSQL puts
+        each in a session of its own, so they do not share the postmaster's process group)."""
+        postmaster = self.postmaster_pid()
+        found: dict[int, str] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                # "pid (comm) state ppid ...": comm may hold spaces, so split after its closing parenthesis
+                head, _, tail = stat.read_text().rpartition(")")
+                fields = tail.split()
+                pid = int(head.split(" (", 1)[0])
+                if pid == postmaster or int(fields[1]) == postmaster:
+                    found[pid] = fields[0]
+        return found
+
+    def freeze(self, timeout: float = 10.0) -> None:
+        """SIGSTOP the postmaster, then every process it started, and wait until all of them are stopped.
+
+        A frozen server answers nothing, yet the kernel still completes TCP handshakes on its listening socket and
+        ACKs what clients send: the way a hung host or a paused VM looks to a client. :meth:`thaw` (or
+        :meth:`stop`/:meth:`destroy`) resumes it.
+        """
+        postmaster = self.postmaster_pid()
+        if postmaster == os.getpid():
+            raise RuntimeError("refusing to stop the test process")
+        os.kill(postmaster, signal.SIGSTOP)  # first: a stopped postmaster starts no new backend
+        self._frozen = True
+        deadline = time.monotonic() + timeout
+        while True:
+            states = self._processes()
+            running = [pid for pid, state in states.items() if state not in ("T", "t")]
+            if not running:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"processes {running} of the cluster did not stop")
+            for pid in running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.01)
+
+    def thaw(self) -> None:
+        """SIGCONT the processes :meth:`freeze` stopped (no-op when not frozen)."""
+        if not self._frozen:
+            return
+        postmaster = self.postmaster_pid()
+        for pid in sorted(self._processes(), key=lambda p: p == postmaster):  # the postmaster last
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self._frozen = False
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """:meth:`freeze` for the duration of the block, thawed on exit whatever happens."""
+        try:
+            self.freeze()
+            yield
+        finally:
+            self.thaw()
 
     @property
     def running(self) -> bool:

@@ -1,0 +1,197 @@
+"""The run loop's bounds and backstops: bytes of open traces, work per iteration, a stop whatever the
+backlog, traces the store rejects. The loop, assembler, store (SQLite), metrics and dead-letter producer
+(on the real broker) are the real ones; spans come from the in-memory broker shipped with the package."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from prometheus_client import generate_latest
+
+from monitor.export.http import HealthState
+from monitor.export.metrics import Metrics
+from monitor.ingest.dlq import DeadLetterQueue
+from monitor.ingest.loop import CLOSE_BATCH, RunLoop
+from monitor.ingest.memory import MemoryBroker
+from monitor.sampling.sampler import Sampler
+from monitor.scoring.stage import ScoringStage
+from monitor.settings import Settings
+from monitor.store import open_store
+from tests.spanutil import Recorder, span
+from tests.support.daemon import agent_traffic
+from tests.support.kafka import read_all
+
+TOPIC = "bounds_spans"
+
+
+def settings_for(tmp_path: Path, **sections: dict[str, object]) -> Settings:
+    doc: dict[str, dict[str, object]] = {
+        "kafka": {"spans_topic": TOPIC, "commit_interval_s": 0.2},
+        "assembler": {"root_idle_s": 0.0, "idle_s": 0.5},
+        "store": {"url": f"sqlite:///{tmp_path / 'results.db'}"},
+        "dead_letter": {"enabled": False},
+    }
+    for name, values in sections.items():
+        doc.setdefault(name, {}).update(values)
+    return Settings(**doc)  # type: ignore[arg-type]
+
+
+def make_loop(settings: Settings, broker: MemoryBroker, clock=time.monotonic) -> RunLoop:  # type: ignore[no-untyped-def]
+    sampler = Sampler(settings.sampling)
+    stage = ScoringStage(settings, None, sampler, lambda: datetime.now(UTC))
+    return RunLoop(
+        settings,
+        broker.source_factory([TOPIC]),
+        DeadLetterQueue(settings.kafka, settings.dead_letter),
+        stage,
+        open_store(settings.store),
+        Metrics(settings.metrics),
+        HealthState(),
+        sampler=sampler,
+        clock=clock,
+    )
+
+
+def rootless_record(i: int, payload_bytes: int = 0) -> tuple[bytes, bytes]:
+    """One record holding one child span of its own trace (the root never comes: it closes on idle)."""
+    rec = Recorder(service="bulk")
+    tracer = rec.tracer()
+    with span(tracer, "root"), span(tracer, "execute_tool t", **{"gen_ai.operation.name": "execute_tool"}) as s:
+        if payload_bytes:
+            s.set_attribute("gen_ai.tool.call.arguments", json.dumps({"blob": "x" * payload_bytes, "i": i}))
+    child = [sp for sp in rec.spans() if sp.parent is not None]
+    return format(child[0].context.trace_id, "032x").encode(), bytes(encode_spans(child).SerializeToString())
+
+
+def test_open_traces_are_bounded_in_bytes_not_only_in_spans(tmp_path: Path) -> None:
+    """300 open traces of one 64 KB span each (19 MB of records) against a 2 MiB byte budget and a span
+    budget they never reach: the oldest are forced out (``memory``) and the open bytes stay in budget."""
+    broker = MemoryBroker()
+    broker.create_topic(TOPIC, 1)
+    for i in range(300):
+        key, value = rootless_record(i, 64 * 1024)
+        broker.produce(TOPIC, value, key=key)
+    budget = 2 * 1024 * 1024
+    settings = settings_for(tmp_path, assembler={"idle_s": 600.0, "max_open_bytes": budget})
+    loop = make_loop(settings, broker)
+    peak = 0
+    for _ in range(20):
+        loop.step()
+        peak = max(peak, loop.assembler.open_bytes)
+    assert 0 < peak <= budget
+    assert loop.assembler.stats.closed.get("memory", 0) >= 300 - budget // (64 * 1024)
+    assert loop.assembler.open_spans < 300
+    text = generate_latest(loop.metrics.registry).decode()  # type: ignore[attr-defined]
+    assert "monitor_open_trace_bytes" in text
+
+
+def test_a_burst_of_traces_closing_at_once_keeps_iterations_short_and_a_stop_prompt(tmp_path: Path) -> None:
+    """1. 12,000 rootless traces are read, then all reach their idle timeout in the same instant.
+    2. One iteration closes at most CLOSE_BATCH of them and spends a bounded time storing.
+    3. A stop requested in the middle of the backlog drains within its deadline, and the commit stays
+       below every trace not stored (a second loop stores the rest, nothing twice)."""
+    broker = MemoryBroker()
+    broker.create_topic(TOPIC, 1)
+    n = 12_000
+    template_key, template = rootless_record(0)
+    for i in range(n):
+        # a distinct trace id per record, same shape (the OTLP trace id bytes are replaced in place)
+        trace_id = f"{i + 1:032x}"
+        broker.produce(
+            TOPIC,
+            template.replace(bytes.fromhex(template_key.decode()), bytes.fromhex(trace_id)),
+            key=trace_id.encode(),
+        )
+    settings = settings_for(tmp_path, assembler={"idle_s": 3600.0}, kafka={"max_poll_records": 2000})
+    now = [1000.0]
+    loop = make_loop(settings, broker, clock=lambda: now[0])
+    while loop.stats.records < n:
+        loop.step()
+    assert loop.assembler.open_traces == n
+    now[0] += 3601.0  # every trace is due at once
+    started = time.monotonic()
+    loop.step()
+    first_step = time.monotonic() - started
+    assert loop.assembler.open_traces == n - CLOSE_BATCH
+    assert loop.stats.traces_scored < n
+    loop.stop()
+    started = time.monotonic()
+    loop.drain(now[0])  # the deadline has passed already: no more storing, just the commit
+    assert time.monotonic() - started < 5.0
+    stored_first = loop.stats.traces_scored
+    committed = broker.committed["memory"][(TOPIC, 0)]
+    assert committed <= stored_first  # nothing past an unstored trace (one record per trace, in order)
+    again = make_loop(settings, broker, clock=lambda: now[0])
+    while loop.stats.records and again.stats.records < n - committed:
+        again.step()
+    now[0] += 3601.0
+    for _ in range(40):
+        again.step()
+        if again.stats.traces_scored + again.stats.replayed_traces >= n - committed:
+            break
+    engine = sa.create_engine(settings.store.url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(DISTINCT trace_id) FROM runs")).scalar_one() == n
+    engine.dispose()
+    assert first_step < 30.0, f"one iteration took {first_step:.1f}s"
+
+
+def test_a_trace_the_store_rejects_is_bisected_out_and_dead_lettered(tmp_path: Path, kafka_bootstrap: str) -> None:
+    """1. The SQLite store refuses one trace's run (a trigger raises for its trace id), as a store refuses
+       a value it cannot hold.
+    2. Its batch is bisected: every other trace of the batch is stored.
+    Result: the refused trace goes to the dead-letter topic (reason ``unstorable``, its spans as JSON, its
+    trace id in a header), it is counted, and the commit reaches the end."""
+    broker = MemoryBroker()
+    broker.create_topic(TOPIC, 1)
+    traffic = agent_traffic(12, seed=71, parts=1, json_share=0.0)
+    for key, value in traffic.records:
+        broker.produce(TOPIC, value, key=key)
+    poison = traffic.trace_ids[5]
+    topic = f"{TOPIC}-{int(time.time() * 1000)}"
+    settings = settings_for(
+        tmp_path,
+        kafka={"spans_topic": TOPIC, "bootstrap_servers": kafka_bootstrap, "dead_letter_suffix": f".{topic}.dlq"},
+        dead_letter={"enabled": True},
+    )
+    store = open_store(settings.store)
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.trace_id = '{poison}' "
+                "BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END"
+            )
+        )
+    store.close()
+    loop = make_loop(settings, broker)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            loop.step()
+            if broker.committed.get("memory", {}).get((TOPIC, 0)) == len(traffic.records):
+                break
+        assert broker.committed["memory"][(TOPIC, 0)] == len(traffic.records)
+        assert loop.stats.rejected["unstorable"] == 1
+        assert loop.stats.traces_scored == 12  # the refused one is handled (dead-lettered), not lost
+    finally:
+        with contextlib.suppress(Exception):
+            loop.dlq.close()
+    engine = sa.create_engine(settings.store.url)
+    with engine.connect() as conn:
+        stored = {r[0] for r in conn.execute(sa.text("SELECT trace_id FROM runs"))}
+    engine.dispose()
+    assert stored == set(traffic.trace_ids) - {poison}
+    dead = read_all(kafka_bootstrap, TOPIC + settings.kafka.dead_letter_suffix, expect=1)
+    assert len(dead) == 1
+    headers = dict(dead[0].headers)
+    assert headers["monitor.dlq.reason"] == b"unstorable"
+    assert headers["monitor.dlq.trace_id"] == poison.encode()
+    assert b"refused by the test trigger" in headers["monitor.dlq.detail"]
+    body = json.loads(dead[0].value)
+    assert body["trace_id"] == poison and body["spans"]
