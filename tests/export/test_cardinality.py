@@ -104,3 +104,18 @@ def test_invalid_parameters(bad: dict[str, float]) -> None:
 def test_capped_label_keeps_presets_and_the_first_values() -> None:
     cap = CappedLabel(preset=["new"], max_values=2)
     assert [cap(v) for v in ("new", "a", "b", "c", "a", "new", "")] == ["new", "a", "b", OTHER, "a", "new", UNKNOWN]
+
+
+def test_names_the_exposition_cannot_encode_fold_into_other_and_metrics_still_render() -> None:
+    """A lone surrogate reaching a label (decoding replaces them; this is the backstop) must not turn every
+    later scrape into an error: it folds into ``other``."""
+    from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+    guard, capped = CardinalityGuard(top_n=5), CappedLabel()
+    bad = "agent-\ud800"
+    assert guard.label(bad) == OTHER and capped(bad) == OTHER
+    assert guard.label("agent-é") == "agent-é"  # non-ASCII but encodable stays
+    registry = CollectorRegistry()
+    counter = Counter("runs", "runs", ["agent"], registry=registry)
+    counter.labels(guard.label(bad)).inc()
+    assert b'runs_total{agent="other"} 1.0' in generate_latest(registry)

@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from prometheus_client import generate_latest
@@ -87,7 +88,7 @@ def test_open_traces_are_bounded_in_bytes_not_only_in_spans(tmp_path: Path) -> N
     assert 0 < peak <= budget
     assert loop.assembler.stats.closed.get("memory", 0) >= 300 - budget // (64 * 1024)
     assert loop.assembler.open_spans < 300
-    text = generate_latest(loop.metrics.registry).decode()  # type: ignore[attr-defined]
+    text = generate_latest(loop.metrics.registry).decode()
     assert "monitor_open_trace_bytes" in text
 
 
@@ -195,3 +196,40 @@ def test_a_trace_the_store_rejects_is_bisected_out_and_dead_lettered(tmp_path: P
     assert b"refused by the test trigger" in headers["monitor.dlq.detail"]
     body = json.loads(dead[0].value)
     assert body["trace_id"] == poison and body["spans"]
+
+
+def test_a_trace_nested_deeper_than_the_limit_is_a_counted_outcome_with_one_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """40 nested agents in one record (the limit is 32): the trace is refused as ``too_deep``, counted, logged
+    in one line without a traceback, and the offsets move on; the next trace is stored as usual."""
+    broker = MemoryBroker()
+    broker.create_topic(TOPIC, 1)
+    rec = Recorder(service="deep")
+    tracer = rec.tracer()
+    with contextlib.ExitStack() as stack:
+        for depth in range(40):
+            stack.enter_context(
+                span(
+                    tracer,
+                    f"invoke_agent level{depth}",
+                    **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": f"level{depth}"},
+                )
+            )
+    deep = rec.spans()
+    broker.produce(TOPIC, bytes(encode_spans(deep).SerializeToString()), key=b"deep")
+    normal = agent_traffic(1, seed=72, parts=1, json_share=0.0)
+    broker.produce(TOPIC, normal.records[0][1], key=normal.records[0][0])
+    now = [1000.0]
+    loop = make_loop(settings_for(tmp_path), broker, clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="monitor.ingest.loop"):
+        for _ in range(6):
+            loop.step()
+            now[0] += 1.0
+    assert loop.stats.rejected == {"too_deep": 1}
+    assert loop.stats.traces_scored == 2 and loop.stats.runs == 1
+    assert broker.committed["memory"][(TOPIC, 0)] == 2
+    lines = [r for r in caplog.records if "too_deep" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is None and len(lines[0].getMessage()) < 400
+    text = generate_latest(loop.metrics.registry).decode()
+    assert 'monitor_traces_rejected_total{reason="too_deep"} 1.0' in text
