@@ -72,6 +72,7 @@ class Source(Protocol):
     def poll(self, timeout_ms: int) -> list[Record]: ...
     def pause(self, partitions: Iterable[TP]) -> None: ...
     def resume(self, partitions: Iterable[TP]) -> None: ...
+    def seek(self, partition: TP, offset: int) -> None: ...
     def assignment(self) -> set[TP]: ...
     def commit(self, offsets: Mapping[TP, int]) -> None: ...
     def lag(self) -> dict[TP, int]: ...
@@ -178,6 +179,15 @@ class KafkaSource:
         tps = [self._tp(tp) for tp in partitions]
         if tps:
             self._consumer.resume(*tps)
+
+    def seek(self, partition: TP, offset: int) -> None:
+        """Read ``partition`` from ``offset`` on. Safe in the assignment callback: it only sets the position.
+
+        Needed because kafka-python keeps the fetch position (and the paused flag) of a partition that is
+        revoked and assigned back to the same member in one rebalance: without a seek, records the member
+        dropped on revocation (open traces) would never be read again.
+        """
+        self._consumer.seek(self._tp(partition), offset)
 
     def assignment(self) -> set[TP]:
         return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}

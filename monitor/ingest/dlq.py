@@ -186,6 +186,8 @@ def make_dead_letter(
         *extra_headers,
     ]
     out.extend((k, v if v is not None else b"") for k, v in headers or ())
+    if key is None and value is None:
+        value = b""  # Kafka clients refuse a record with neither: the dead letter keeps an empty value
     return DeadLetter(
         topic, partition, offset, key, value, tuple(out), reason, detail, marks=tuple(marks), holds=tuple(holds)
     )

@@ -261,6 +261,7 @@ class RunLoop:
         self._last_offset: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
         self._pruned: dict[TopicPartition, int] = {}
+        self._rewind: dict[TopicPartition, int] = {}  # revoked partitions: where to read from if they come back
         self._unmarked: list[DeadLetter] = []  # acknowledged dead letters whose marks are not stored yet
         self._next_commit = 0.0
         self._next_tick = 0.0
@@ -793,6 +794,11 @@ class RunLoop:
         if self.dlq.pending:
             self.dlq.flush(1.0)
         self.commit(only=lost)
+        watermark = self.committable()
+        for tp in lost:  # records above the watermark are dropped below: re-read them if the partition comes back
+            last = self._last_offset.get(tp)
+            if tp in watermark and last is not None and watermark[tp] <= last:
+                self._rewind[tp] = watermark[tp]
         kept: deque[_Held] = deque()
         for held in self._held:
             if lost.intersection(held.closed.first_offsets):
@@ -817,11 +823,17 @@ class RunLoop:
 
     def _on_assigned(self, partitions: list[TopicPartition]) -> None:
         self._assigned = self.source.assignment() | set(partitions)
+        # a partition revoked and assigned back keeps its client-side position and paused flag: rewind it
+        # to the low watermark (the open traces dropped on revocation are read again) and clear the flag
+        self.source.resume(partitions)
         for tp in partitions:
+            if tp in self._rewind:
+                self.source.seek(tp, self._rewind[tp])
             self._committed.pop(tp, None)
             self._last_offset.pop(tp, None)
             if not self.guard.loaded(tp):
                 self._unverified.add(tp)
+        self._rewind.clear()
         for tp in sorted(self._unverified):
             if not self._verify_now(tp):
                 break

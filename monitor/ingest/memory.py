@@ -118,6 +118,11 @@ class MemorySource:
                 break
         return out
 
+    def seek(self, partition: TP, offset: int) -> None:
+        """Read ``partition`` from ``offset`` on (as ``KafkaConsumer.seek``)."""
+        if partition in self.positions:
+            self.positions[partition] = offset
+
     def pause(self, partitions: Iterable[TP]) -> None:
         self.paused.update(p for p in partitions if p in self.positions)
 

@@ -13,8 +13,9 @@ whose id is marked on the partition is skipped whole when it closes again; a bad
 content match a dead-letter mark is not sent again. Marks whose ``last_offset`` is below the committed offset
 can never be needed again and are forgotten (in memory at once, in the store every ``prune_interval_s``).
 
-Only traces whose records span more than one offset of a partition can be re-read in part, so only those
-are marked: a trace in one record is re-read whole or not at all, and the idempotent store handles it.
+Only traces whose records span more than one offset (of one partition, or several partitions) can be re-read
+in part, so only those are marked: a trace in one record is re-read whole or not at all, and the idempotent
+store handles it.
 """
 
 from __future__ import annotations
@@ -48,12 +49,14 @@ def dead_letter_ident(offset: int, key: bytes | None, value: bytes | None) -> st
 
 
 def trace_marks(closed: ClosedTrace, *, always: bool = False) -> list[ReplayMark]:
-    """Marks for a handled trace: one per partition where its records span more than one offset (or every
-    partition it touched when ``always``)."""
+    """Marks for a handled trace: one per partition where its records span more than one offset, every
+    partition it touched when it touched several (a re-read of one of them alone would rebuild a fragment),
+    or when ``always``."""
     out: list[ReplayMark] = []
+    split = len(closed.first_offsets) > 1  # on several partitions: any one of them can be re-read alone
     for (topic, partition), first in closed.first_offsets.items():
         last = closed.last_offsets.get((topic, partition), first)
-        if always or last > first:
+        if always or split or last > first:
             out.append(ReplayMark(topic, partition, "trace", closed.trace_id, last))
     return out
 
