@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 FRAMEWORKS := adk2 adk2_openinference adk1 strands openai_v2 openai_agents_otel openai_agents_oi pydantic_ai_v1 openllmetry_legacy langgraph_oi langgraph_openllmetry traceloop_sdk_anthropic openinference_anthropic_stream
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: install system-deps peers test lint typecheck unit demo demo-offline bench fixtures clean
+.PHONY: install system-deps peers test lint typecheck unit fuzz demo demo-offline bench fixtures clean
 
 # Debian packages the tests run for real: Prometheus + promtool, PostgreSQL (initdb/pg_ctl).
 system-deps:
@@ -42,6 +42,11 @@ unit: install system-deps peers
 	MONITOR_TEST_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
 
 test: lint typecheck unit
+
+# On demand: the long form of the end-to-end fuzzing (CI runs a short form of the same tests in `unit`).
+fuzz: install
+	MONITOR_FUZZ_EXAMPLES=2000 MONITOR_FUZZ_DAEMON_RECORDS=3000 $(PY) -m pytest -q -o timeout=0 \
+	  tests/fuzz tests/integration/test_fuzz_daemon.py
 
 # The product on one machine: embedded broker, simulated agents, the daemon; live, then a summary.
 demo: install

@@ -86,7 +86,8 @@ def test_in_process_pydantic_ai_multi_turn_rebuilds_each_turn_and_passes_the_cal
     assert [r.user_text for r in runs] == ["What's the weather in Hanoi, and the time?", "And in Paris?"]
     assert [r.final_response for r in runs] == ["It is sunny in Hanoi.", "It is sunny in Paris."]
     # the tools' own record of what they received, in order, split by turn
-    assert [(c.name, c.args) for c in runs[0].calls] == agents.TOOL_LOG[:2]
+    # the first turn's two calls run concurrently: the tools log them in whatever order they ran
+    assert sorted(((c.name, c.args) for c in runs[0].calls), key=repr) == sorted(agents.TOOL_LOG[:2], key=repr)
     assert [(c.name, c.args) for c in runs[1].calls] == agents.TOOL_LOG[2:]
     first = runs[0].calls
     assert [c.result for c in first] == [{"city": "Hanoi", "sky": "sunny"}, "12:00"]
