@@ -143,9 +143,12 @@ def test_a_burst_of_traces_closing_at_once_keeps_iterations_short_and_a_stop_pro
     assert first_step < 30.0, f"one iteration took {first_step:.1f}s"
 
 
-def test_a_trace_the_store_rejects_is_bisected_out_and_dead_lettered(tmp_path: Path, kafka_bootstrap: str) -> None:
-    """1. The SQLite store refuses one trace's run (a trigger raises for its trace id), as a store refuses
-       a value it cannot hold.
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_trace_the_store_rejects_is_bisected_out_and_dead_lettered(
+    tmp_path: Path, kafka_bootstrap: str, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """1. The store (SQLite and PostgreSQL) refuses one trace's run (a trigger raises for its trace id), as a
+       store refuses a value it cannot hold.
     2. Its batch is bisected: every other trace of the batch is stored.
     Result: the refused trace goes to the dead-letter topic (reason ``unstorable``, its spans as JSON, its
     trace id in a header), it is counted, and the commit reaches the end."""
@@ -155,20 +158,32 @@ def test_a_trace_the_store_rejects_is_bisected_out_and_dead_lettered(tmp_path: P
     for key, value in traffic.records:
         broker.produce(TOPIC, value, key=key)
     poison = traffic.trace_ids[5]
-    topic = f"{TOPIC}-{int(time.time() * 1000)}"
+    topic = f"{TOPIC}-{backend}-{int(time.time() * 1000)}"
+    url = request.getfixturevalue("postgres_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'r.db'}"
     settings = settings_for(
         tmp_path,
         kafka={"spans_topic": TOPIC, "bootstrap_servers": kafka_bootstrap, "dead_letter_suffix": f".{topic}.dlq"},
         dead_letter={"enabled": True},
+        store={"url": url},
     )
     store = open_store(settings.store)
     with store.engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                f"CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.trace_id = '{poison}' "
-                "BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END"
+        if backend == "sqlite":
+            conn.execute(
+                sa.text(
+                    f"CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.trace_id = '{poison}' "
+                    "BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END"
+                )
             )
-        )
+        else:
+            conn.execute(
+                sa.text(
+                    "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    f"IF NEW.trace_id = '{poison}' THEN RAISE EXCEPTION 'refused by the test trigger'; END IF; "
+                    "RETURN NEW; END $$"
+                )
+            )
+            conn.execute(sa.text("CREATE TRIGGER refuse BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION refuse()"))
     store.close()
     loop = make_loop(settings, broker)
     try:
@@ -183,7 +198,7 @@ def test_a_trace_the_store_rejects_is_bisected_out_and_dead_lettered(tmp_path: P
     finally:
         with contextlib.suppress(Exception):
             loop.dlq.close()
-    engine = sa.create_engine(settings.store.url)
+    engine = sa.create_engine(settings.store.url.replace("postgresql://", "postgresql+psycopg://", 1))
     with engine.connect() as conn:
         stored = {r[0] for r in conn.execute(sa.text("SELECT trace_id FROM runs"))}
     engine.dispose()
