@@ -41,11 +41,12 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Final
 
+from monitor.export.evaluation_events import EvaluationEventExporter
 from monitor.export.http import HealthState, HttpServer
 from monitor.export.metrics import Metrics
 from monitor.ingest.consumer import KafkaSource, PartitionsCallback, Source
 from monitor.ingest.dlq import DeadLetterError, DeadLetterQueue, DeadLetterRateExceeded
-from monitor.ingest.loop import RunLoop
+from monitor.ingest.loop import ResultSink, RunLoop
 from monitor.preflight import EXIT_BROKERS_UNREACHABLE, EXIT_CONFIG, EXIT_OK, preflight
 from monitor.rules.ruleset import RuleSet
 from monitor.sampling.sampler import Sampler
@@ -83,6 +84,7 @@ class App:
         self.store: ResultStore | None = None
         self.loop: RunLoop | None = None
         self.dlq: DeadLetterQueue | None = None
+        self.events: EvaluationEventExporter | None = None
         self.source: Source | None = None
         self.ready = threading.Event()
         self.error: BaseException | None = None
@@ -197,7 +199,14 @@ class App:
             return self.source
 
         assert self.dlq is not None
-        self.loop = RunLoop(s, make_source, self.dlq, stage, self.store, self.metrics, self.health, sampler=sampler)
+        metrics = self.metrics
+        sinks: list[ResultSink] = []
+        if s.evaluation_events.enabled:
+            self.events = EvaluationEventExporter(s.evaluation_events, on_outcome=metrics.evaluation_events)
+            sinks.append(self.events)
+        self.loop = RunLoop(
+            s, make_source, self.dlq, stage, self.store, metrics, self.health, sampler=sampler, sinks=sinks
+        )
         log.info(
             "started: topics %s, group %s, store %s, HTTP port %d",
             [s.kafka.spans_topic] + ([s.kafka.logs_topic] if s.kafka.logs_topic else []),
@@ -211,6 +220,7 @@ class App:
         steps: list[tuple[str, Callable[[], None] | None]] = [
             ("consumer", self.source.close if self.source else None),
             ("dead-letter producer", self.dlq.close if self.dlq else None),
+            ("evaluation-event exporter", (lambda: events.shutdown(5.0)) if (events := self.events) else None),
             ("HTTP server", self.http.stop if self.http else None),
             ("store", self.store.close if self.store else None),
         ]
@@ -223,5 +233,6 @@ class App:
                 log.warning("error closing the %s", name, exc_info=True)
         self.source = None
         self.dlq = None
+        self.events = None
         self.http = None
         self.store = None

@@ -24,7 +24,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -191,6 +201,35 @@ class ScoringSettings(_Section):
     score_children: bool = Field(True, description="score nested agent runs as runs of their own")
 
 
+class EvaluationEventsSettings(_Section):
+    enabled: bool = Field(False, description="send each new result as an OTLP gen_ai.evaluation.result event")
+    protocol: Literal["grpc", "http/protobuf"] = Field("http/protobuf", description="OTLP transport")
+    endpoint: str | None = Field(
+        None,
+        description="OTLP receiver URL (http:// or https://); default http://localhost:4318 (http/protobuf, "
+        "/v1/logs appended when the URL has no path) or http://localhost:4317 (grpc)",
+    )
+    headers: dict[
+        str, Annotated[SecretStr, PlainSerializer(lambda v: MASK if v.get_secret_value() else "", when_used="json")]
+    ] = Field(default_factory=dict, description="headers sent with each export (values are secrets: shown as ***)")
+    timeout_s: float = Field(10.0, gt=0, le=300, description="an export request (with retries) gives up after this")
+    max_queue: int = Field(2048, ge=1, description="events waiting for export; beyond this new events are dropped")
+    batch_size: int = Field(512, ge=1, description="events per export request (at most max_queue)")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL; write e.g. http://collector:4318")
+        return value
+
+    @model_validator(mode="after")
+    def _batch_within_queue(self) -> EvaluationEventsSettings:
+        if self.batch_size > self.max_queue:
+            raise ValueError("batch_size must not exceed max_queue")
+        return self
+
+
 class ShutdownSettings(_Section):
     drain_deadline_s: float = Field(30.0, gt=0, description="on SIGTERM: finish, score and commit within this time")
 
@@ -216,6 +255,7 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)  # type: ignore[arg-type]
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)  # type: ignore[arg-type]
     shutdown: ShutdownSettings = Field(default_factory=ShutdownSettings)  # type: ignore[arg-type]
+    evaluation_events: EvaluationEventsSettings = Field(default_factory=EvaluationEventsSettings)  # type: ignore[arg-type]
     rules_file: Path | None = Field(None, description="YAML file of per-agent rules (SCORING.md §3.9)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
     log_client_debug: bool = Field(

@@ -2,7 +2,8 @@
 
 Exit codes (§6.7): ``0`` suite passed and no case errored; ``1`` suite failed (pass rate,
 ``min_mean`` or a baseline regression; takes precedence); ``2`` usage, configuration or dataset
-error, nothing scored; ``3`` no quality failure but some case errored, or no case produced a verdict.
+error, nothing scored; ``3`` no quality failure but a gated criterion could not run (a judge while judges are not
+configured; ``--no-judges`` skips such criteria instead), some case errored, or no case produced a verdict.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def run_eval(args: EvalArgs, out: IO[str] | None = None, err: IO[str] | None = N
         options.progress = hook
         for p in prepared:
             verdicts.append(evaluate_dataset(p, options))
-    suite: SuiteVerdict = suite_verdict(verdicts, baseline, args.tolerance)
+    suite: SuiteVerdict = suite_verdict(verdicts, baseline, args.tolerance, judges_off=not args.judges)
     console.summary(suite)
     try:
         if args.report is not None:

@@ -3,8 +3,11 @@
 Input (a file, or stdin with ``-`` / no file): ``{"run": <Run JSON as serialize.run_to_json
 writes>, "expect": <native expect block, SCORING.md §6.5>, "scorers": [{kind, params?, id?}]}``
 (``expect`` and ``scorers`` optional; ``run`` may also be a list of runs, one per turn, scored as
-one case with the same expectation on the first turn). Without ``scorers`` the native format's
-default scorers run. Output: a JSON array of ScoreResults (:func:`~monitor.evaluation.report.result_to_json`).
+one case with the same expectation on the first turn). Runs are read as ``monitor eval`` reads a
+native case's recorded ``actual`` (:func:`~monitor.rules.datasets.native.recorded_run`: calls
+without ``step`` or timings are model-selected calls), so both commands score them alike. Without
+``scorers`` the native format's default scorers run. Output: a JSON array of ScoreResults
+(:func:`~monitor.evaluation.report.result_to_json`).
 Exit ``0`` when printed, ``2`` for invalid input. Judge kinds are ``not_applicable/judges_disabled``
 unless a judge implementation is registered and ``--no-judges`` is not given.
 """
@@ -21,13 +24,18 @@ from monitor.evaluation.engine import DisabledJudge, is_judge, utc_now
 from monitor.evaluation.report import result_to_json
 from monitor.rules.datasets._common import Where
 from monitor.rules.datasets.model import DatasetError, ScorerSpec
-from monitor.rules.datasets.native import NATIVE_DEFAULT_SCORERS, expectation_from_native, scorer_specs, validate
+from monitor.rules.datasets.native import (
+    NATIVE_DEFAULT_SCORERS,
+    expectation_from_native,
+    recorded_run,
+    scorer_specs,
+    validate,
+)
 from monitor.scoring import catalogue
 from monitor.scoring.base import ScorerConfigError
 from monitor.scoring.expectation import Expectation
 from monitor.scoring.result import ScoreResult
 from monitor.trajectory.model import Run
-from monitor.trajectory.serialize import run_from_json
 
 __all__ = ["run_score", "score_document"]
 
@@ -43,10 +51,7 @@ def score_document(
     for i, raw in enumerate(raw_runs):
         at = where.key("run") if not isinstance(top["run"], list) else where.key("run").item(i)
         validate(at.obj(raw), file, ref="run", base=at.path)
-        try:
-            runs.append(run_from_json(raw))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            at.fail(f"not a run (serialize.run_to_json form): {type(exc).__name__}: {exc}")
+        runs.append(recorded_run(raw, at))
     if not runs:
         where.key("run").fail("no run given")
     expect_raw = top.get("expect")

@@ -1,5 +1,9 @@
 """Console output of ``monitor eval`` (rich): progress, one line per case, the scorer table, the totals.
 
+Numbers compared with a bound (a score with its threshold, a mean with ``min_mean`` or a baseline)
+are printed with enough digits that a failing value never reads as equal to its bound; values in
+issues are JSON (``"42"`` the string, ``42`` the number).
+
 The last line is always ``N passed, N failed`` with ``, N errored`` appended when non-zero.
 """
 
@@ -15,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from monitor.evaluation.gate import CaseVerdict, SuiteVerdict
-from monitor.evaluation.report import pair_text
+from monitor.evaluation.report import bound_text, pair_text, score_text
 
 __all__ = ["EvalConsole"]
 
@@ -63,7 +67,9 @@ class EvalConsole:
                 rate = s.pass_rate
                 mean = "-" if s.mean is None else f"{s.mean:.3f}"
                 if s.min_mean is not None:
-                    mean += f" (min {s.min_mean:g}{'' if s.min_mean_ok else ' [red]✗[/red]'})"
+                    if s.mean is not None and (float(mean) >= s.min_mean) != (s.mean >= s.min_mean):
+                        mean = score_text(s.mean, s.min_mean, digits=4)
+                    mean += f" (min {bound_text(s.min_mean)}{'' if s.min_mean_ok else ' [red]✗[/red]'})"
                 table.add_row(
                     escape(d.name),
                     escape(s.scorer),
@@ -83,15 +89,28 @@ class EvalConsole:
             shown = "no verdict" if rate is None else f"{d.passed}/{d.passed + d.failed} ({float(rate):.1%})"
             verdict = "[green]passed[/green]" if d.suite_passed else "[red]FAILED[/red]"
             why = ""
+            if d.cannot_run and not suite.judges_off and d.suite_passed:
+                verdict = "[yellow]NOT RUN[/yellow]"
+                why = " (a gated criterion cannot run)"
             if not d.rate_ok:
                 why = f" (below min_pass_rate {d.gate.min_pass_rate:g})"
             elif not d.min_mean_ok:
                 why = " (a scorer's mean is below its min_mean)"
             self.console.print(f"{escape(d.name)}: pass rate {shown}, gate {verdict}{why}")
+        for d in suite.datasets:
+            if d.cannot_run and suite.judges_off:
+                self.console.print(f"{escape(d.name)}: not gated (--no-judges): {escape(', '.join(d.cannot_run))}")
+        for dataset, sid in suite.cannot_run:
+            self.console.print(
+                f"[yellow]error[/yellow] {escape(dataset)}: gated criterion {escape(sid)!r} cannot run: LLM judges are "
+                "not configured (judges_disabled on every case). Configure a judge (ANTHROPIC_API_KEY, docs/eval.md), "
+                "or pass --no-judges to skip judge criteria, or remove it from gate.scorers"
+            )
         for r in suite.regressions:
             self.console.print(
-                f"[red]regression[/red] {escape(r.dataset)}/{escape(r.scorer)}: mean {r.current:.4f} < baseline "
-                f"{r.baseline:.4f} (tolerance {r.tolerance:g})"
+                f"[red]regression[/red] {escape(r.dataset)}/{escape(r.scorer)}: mean "
+                f"{score_text(r.current, r.baseline - r.tolerance, digits=4)} < baseline {bound_text(r.baseline)} "
+                f"(tolerance {bound_text(r.tolerance)})"
             )
         last = f"{suite.passed} passed, {suite.failed} failed"
         if suite.errored:

@@ -15,9 +15,13 @@ Pure functions of the score results and the :class:`~monitor.rules.datasets.mode
   needs the mean of its per-case scores ≥ ``min_mean``.
 * **Baseline**: a scorer whose mean dropped by more than ``tolerance`` against the baseline report
   fails the suite.
+* **Criteria that cannot run**: a gated scorer whose results are ``not_applicable/judges_disabled``
+  on every case (a judge while judges are not configured) is listed in ``cannot_run`` and makes the
+  run an error (exit ``3``) instead of a silent pass, unless judges were turned off on purpose
+  (``judges_off``, ``--no-judges``: such criteria are skipped and reported).
 * **Exit code** (over all datasets): ``1`` a suite failed (precedence); ``3`` no quality failure but
-  some case errored, or no case produced a verdict; ``0`` otherwise. (``2``, dataset and usage
-  errors, is decided before scoring.)
+  a gated criterion could not run, some case errored, or no case produced a verdict; ``0``
+  otherwise. (``2``, dataset and usage errors, is decided before scoring.)
 """
 
 from __future__ import annotations
@@ -128,6 +132,8 @@ class DatasetVerdict:
     pass_rate: Fraction | None
     rate_ok: bool
     min_mean_ok: bool
+    cannot_run: tuple[str, ...] = ()
+    """Gated scorer ids that could not run on any case (every result ``not_applicable/judges_disabled``)."""
 
     @property
     def passed(self) -> int:
@@ -148,8 +154,19 @@ class DatasetVerdict:
 
 @dataclass(frozen=True, slots=True)
 class SuiteVerdict:
+    """Every dataset's verdict; ``judges_off`` = judges were turned off on purpose (``--no-judges``),
+    so gated judge criteria that could not run are skipped rather than an error."""
+
     datasets: tuple[DatasetVerdict, ...]
     regressions: tuple[Regression, ...] = ()
+    judges_off: bool = False
+
+    @property
+    def cannot_run(self) -> list[tuple[str, str]]:
+        """``(dataset, scorer)`` of gated criteria that could not run and make the run an error (exit 3)."""
+        if self.judges_off:
+            return []
+        return [(d.name, sid) for d in self.datasets for sid in d.cannot_run]
 
     @property
     def passed(self) -> int:
@@ -308,15 +325,30 @@ def dataset_verdict(
     passed = sum(c.status == "passed" for c in cases)
     failed = sum(c.status == "failed" for c in cases)
     rate, rate_ok = passes_rate(passed, failed, gate.min_pass_rate, gate.pass_rate_rounding)
-    return DatasetVerdict(name, source, file, gate, tuple(cases), tuple(summaries), rate, rate_ok, min_mean_ok)
+    return DatasetVerdict(
+        name, source, file, gate, tuple(cases), tuple(summaries), rate, rate_ok, min_mean_ok, _cannot_run(gate, cases)
+    )
+
+
+def _cannot_run(gate: Gate, cases: Sequence[CaseVerdict]) -> tuple[str, ...]:
+    """Gated scorer ids whose pairs are all ``not_applicable/judges_disabled`` (at least one case)."""
+    out: list[str] = []
+    for sid in gate.scorers:
+        pairs = [c.pairs[sid] for c in cases if sid in c.pairs]
+        if pairs and all(p.status == "not_applicable" and p.reason == "judges_disabled" for p in pairs):
+            out.append(sid)
+    return tuple(out)
 
 
 def suite_verdict(
     datasets: Sequence[DatasetVerdict],
     baseline: Mapping[tuple[str, str], float] | None = None,
     tolerance: float = 0.0,
+    *,
+    judges_off: bool = False,
 ) -> SuiteVerdict:
-    """The suite over every dataset, with baseline regressions (``(dataset, scorer) → mean``)."""
+    """The suite over every dataset, with baseline regressions (``(dataset, scorer) → mean``).
+    ``judges_off``: judges were disabled on purpose, so criteria that cannot run are skipped, not errors."""
     regressions: list[Regression] = []
     for d in datasets:
         for s in d.scorers:
@@ -325,13 +357,16 @@ def suite_verdict(
             before = baseline.get((d.name, s.scorer))
             if before is not None and before - s.mean > tolerance:
                 regressions.append(Regression(d.name, s.scorer, before, s.mean, tolerance))
-    return SuiteVerdict(tuple(datasets), tuple(regressions))
+    return SuiteVerdict(tuple(datasets), tuple(regressions), judges_off)
 
 
 def exit_code(suite: SuiteVerdict) -> int:
-    """``1`` suite failed; ``3`` errored cases or no verdict at all; ``0`` passed."""
+    """``1`` suite failed; ``3`` a gated criterion could not run (:attr:`SuiteVerdict.cannot_run`),
+    errored cases or no verdict at all; ``0`` passed."""
     if not suite.suite_passed:
         return 1
+    if suite.cannot_run:
+        return 3
     if suite.passed + suite.failed == 0:
         return 3
     if suite.errored:

@@ -27,12 +27,14 @@ from monitor.scoring.result import FailureKind, Issue, JudgeUsage, NoteKind, Sco
 __all__ = [
     "REPORT_FORMAT",
     "BaselineError",
+    "bound_text",
     "describe_issue",
     "junit_xml",
     "load_baseline",
     "report_json",
     "result_from_json",
     "result_to_json",
+    "score_text",
 ]
 
 REPORT_FORMAT = "monitor.eval-report/v1"
@@ -135,12 +137,31 @@ def result_from_json(obj: Mapping[str, Any]) -> ScoreResult:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    """``value`` as JSON (a string quoted: ``"42"`` and ``42`` differ), cut to ``limit`` characters."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def score_text(value: float, bound: float | None = None, *, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant digits, more when needed so that the shown number is on
+    the same side of ``bound`` as ``value`` (a 0.7999 below a 0.8 threshold shows as ``0.7999``, never
+    ``0.8``); the exact ``repr`` as the last resort."""
+    for precision in range(digits, 18):
+        text = f"{value:.{precision}g}"
+        if bound is None or (float(text) >= bound) == (value >= bound):
+            return text
+    return repr(value)
+
+
+def bound_text(value: float) -> str:
+    """A threshold or bound as written: ``0.8``, ``1``; never rounded (``0.66666667`` stays)."""
+    text = f"{value:g}"
+    return text if float(text) == value else repr(value)
+
+
 def describe_issue(issue: Issue) -> str:
-    """One line: ``kind tool.parameter (expected X, got Y)``, with the turn when set."""
+    """One line: ``kind tool.parameter (expected X, got Y)``, with the turn when set; X and Y are JSON
+    (``"42"`` is the string, ``42`` the number)."""
     where = issue.tool or ""
     if issue.parameter:
         where += issue.parameter if issue.parameter.startswith("/") else f".{issue.parameter}"
@@ -157,16 +178,17 @@ def describe_issue(issue: Issue) -> str:
 
 
 def pair_text(pair: PairVerdict) -> str:
-    """``scorer 0.50<1.0: first issue`` / ``scorer error: reason``."""
+    """``scorer 0.5<1: first issue`` / ``scorer error: reason``. The score shows as many digits as it
+    takes to stay on its side of the threshold (:func:`score_text`); the threshold is shown exactly."""
     if pair.status == "errored":
         return f"{pair.scorer} error: {pair.reason}"
     if pair.score is None:
         return f"{pair.scorer} required but {pair.reason or 'not applicable'}"
-    head = f"{pair.scorer} {pair.score:.3g}"
+    head = f"{pair.scorer} {score_text(pair.score, pair.threshold)}"
     if pair.aggregate == "all":
         head += " (not every run passed)"
     elif pair.threshold is not None:
-        head += f"<{pair.threshold:g}"
+        head += f"<{bound_text(pair.threshold)}"
     if pair.issues:
         head += f": {describe_issue(pair.issues[0])}"
     return head
@@ -228,6 +250,7 @@ def report_json(suite: SuiteVerdict, *, created_at: str | None = None) -> dict[s
                 "pass_rate_ok": d.rate_ok,
                 "min_mean_ok": d.min_mean_ok,
                 "suite_passed": d.suite_passed,
+                "cannot_run": list(d.cannot_run),
             }
         )
         for s in d.scorers:

@@ -80,6 +80,7 @@ CLOSE_OUTCOMES: Final = ("complete", "idle", "max_age", "max_spans", "memory", "
 STORE_OUTCOMES: Final = ("new", "duplicate", "error")
 REJECT_REASONS: Final = ("too_deep", "rebuild_failed", "unstorable")
 REPLAY_KINDS: Final = ("trace", "dead_letter")
+EVENT_OUTCOMES: Final = ("exported", "dropped_queue_full", "failed")
 SAMPLING_DECISIONS: Final = ("sampled", "skipped")
 RESULT_STATUSES: Final = ("scored", "not_applicable", "error")
 
@@ -138,6 +139,7 @@ class Metrics:
         self._dlq_error = CappedLabel()
         self._rejected = CappedLabel(REJECT_REASONS)
         self._replay_kind = CappedLabel(REPLAY_KINDS)
+        self._event_outcome = CappedLabel(EVENT_OUTCOMES)
         self._scorer = CappedLabel(max_values=200)
 
         # ------------------------------------------------------------- build / process
@@ -196,6 +198,13 @@ class Metrics:
             "replays_skipped",
             "Work a re-read found already done and skipped, by kind (trace, dead_letter).",
             ["kind"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.evaluation_events_total = Counter(
+            "evaluation_events",
+            "OTLP gen_ai.evaluation.result events, by outcome (exported, dropped_queue_full, failed).",
+            ["outcome"],
             namespace=NAMESPACE,
             registry=reg,
         )
@@ -376,6 +385,10 @@ class Metrics:
     def replays_skipped(self, kind: str, n: int = 1) -> None:
         """Count ``n`` units of work (trace, dead_letter) a re-read found already done."""
         self.replays_skipped_total.labels(self._replay_kind(kind)).inc(n)
+
+    def evaluation_events(self, outcome: str, n: int) -> None:
+        """Count ``n`` evaluation events with ``outcome`` (called from the exporter's thread too: thread-safe)."""
+        self.evaluation_events_total.labels(self._event_outcome(outcome)).inc(n)
 
     def set_store_available(self, available: bool) -> None:
         """1 while the store answers, 0 once an attempt failed."""

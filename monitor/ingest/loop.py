@@ -148,6 +148,16 @@ class PipelineMetrics(Protocol):
     def set_open_traces(self, n: int, spans: int, oldest_age_s: float, nbytes: int = 0) -> None: ...
 
 
+class ResultSink(Protocol):
+    """Where new results go besides the store and the metrics (the OTLP evaluation-event exporter).
+
+    ``emit`` receives exactly the results the store accepted as new (so a replay never sends twice) and must
+    neither block nor raise; ``shutdown`` is bounded by its timeout."""
+
+    def emit(self, results: Sequence[ScoreResult]) -> None: ...
+    def shutdown(self, timeout_s: float) -> None: ...
+
+
 class Health(Protocol):
     def set_alive(self, on: bool) -> None: ...
     def set_assigned(self, partitions: int) -> None: ...
@@ -215,10 +225,12 @@ class RunLoop:
         health: Health,
         *,
         sampler: Sampler | None = None,
+        sinks: Sequence[ResultSink] = (),
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        self.sinks = tuple(sinks)
         a = settings.assembler
         self.assembler = Assembler(
             AssemblerLimits(
@@ -608,6 +620,7 @@ class RunLoop:
     def _finish(self, done: list[tuple[_Scored, list[bool]]]) -> None:
         """The store took these (a prefix of the held traces): pop them, count them, remember their marks."""
         n_new = n_rows = sampled = runs = 0
+        emitted: list[ScoreResult] = []
         for scored, flags in done:
             self._held.popleft()
             if scored.replayed:
@@ -625,10 +638,15 @@ class RunLoop:
                     new_by_run.setdefault(owner_i, []).append(row.result)
             for owner_i, results in new_by_run.items():
                 self.metrics.observe_results(scored.runs[owner_i], results)
+                if self.sinks:
+                    emitted.extend(results)
             n_rows += len(scored.rows)
             sampled += scored.sampled
             runs += len(scored.runs)
             self.stats.traces_scored += 1
+        if emitted:
+            for sink in self.sinks:
+                sink.emit(emitted)
         if n_new:
             self.metrics.store_write("new", n_new)
         if n_rows - n_new:

@@ -13,9 +13,10 @@ Mapping to the internal form (:mod:`monitor.rules.datasets.model`):
   ``expect``, then a turn's ``expect`` (key by key: a later level replaces a key).
 * ``input`` (text) or ``messages`` (``[{role, content}]`` or ``[{role, parts}]``) or ``turns``.
 * ``tools`` (case, else ``defaults.tools``) → ``Case.tools`` and the expectation's ``catalogue``.
-* ``actual``: a recorded Run (``serialize.run_to_json`` form; one per turn as a list). Calls
-  written without ``step`` and without timings are taken as model-selected calls, one step each,
-  so that ``selected`` views see them.
+* ``actual``: a recorded Run (``serialize.run_to_json`` form; one per turn as a list), read by
+  :func:`recorded_run` (shared with ``monitor score``): calls written without ``step`` and without
+  timings are taken as model-selected calls, one step each, so that ``selected`` views see them; a
+  run without ``user_input`` gets its turn's ``input``/``messages``.
 * ``scorers`` omitted → :data:`NATIVE_DEFAULT_SCORERS`; ``gate.scorers`` omitted → every scorer
   gates with ``aggregate: mean`` and its own threshold; given → only the listed ids gate (an id
   that is not a scorer is an error).
@@ -48,6 +49,7 @@ __all__ = [
     "gate_from_native",
     "load_native",
     "native_document",
+    "recorded_run",
     "schema",
     "validate",
 ]
@@ -218,7 +220,22 @@ def _input(obj: Mapping[str, Any]) -> Messages:
     return _messages(obj["messages"])
 
 
-def _recorded(obj: Mapping[str, Any], case_id: str, turn: int, where: Where) -> Run:
+def recorded_run(
+    obj: Mapping[str, Any],
+    where: Where,
+    *,
+    user_input: Messages | None = None,
+    trace_id: str | None = None,
+    run_id: str | None = None,
+) -> Run:
+    """A hand-written or recorded run (``serialize.run_to_json`` form), read the same way by every command.
+
+    Calls written without ``step`` and without timings (and not marked executed) become the calls the
+    model selected, one step each (``step = index``), so ``selected`` views (Ragas, ADK) see them.
+    ``user_input`` (the case's or turn's input) fills a run that records none, so scorers needing the
+    input messages (Mastra) score it; a run's own ``user_input`` wins. ``trace_id``/``run_id`` fill
+    empty ids. Raises :class:`DatasetError` at ``where`` when ``obj`` is not a run.
+    """
     try:
         run = run_from_json(obj)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -230,10 +247,15 @@ def _recorded(obj: Mapping[str, Any], case_id: str, turn: int, where: Where) -> 
         calls.append(call)
     return dataclasses.replace(
         run,
-        trace_id=run.trace_id or f"case:{case_id}",
-        run_id=run.run_id or f"turn:{turn}",
+        trace_id=run.trace_id or trace_id or "",
+        run_id=run.run_id or run_id or "",
+        user_input=run.user_input or user_input,
         calls=tuple(calls),
     )
+
+
+def _recorded(obj: Mapping[str, Any], case_id: str, turn: int, where: Where, user_input: Messages) -> Run:
+    return recorded_run(obj, where, user_input=user_input, trace_id=f"case:{case_id}", run_id=f"turn:{turn}")
 
 
 def _merge(*blocks: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -322,7 +344,8 @@ def load_native(path: Path, doc: Any) -> Dataset:
                 if any(r is None for r in recorded):
                     at.key("turns").fail("either every turn has a recorded 'actual' or none has")
                 actual = [
-                    _recorded(r, case_id, t, at.key("turns").item(t).key("actual")) for t, r in enumerate(recorded)
+                    _recorded(r, case_id, t, at.key("turns").item(t).key("actual"), _input(raw["turns"][t]))
+                    for t, r in enumerate(recorded)
                 ]
             for t, turn in enumerate(raw["turns"]):
                 tat = at.key("turns").item(t)
@@ -335,9 +358,9 @@ def load_native(path: Path, doc: Any) -> Dataset:
             if actual is not None:
                 at.key("actual").fail("a recorded trajectory is given both on the case and on its turns")
             items = rec if isinstance(rec, list) else [rec]
-            actual = [_recorded(r, case_id, t, at.key("actual")) for t, r in enumerate(items)]
-            if len(actual) != len(turns):
-                at.key("actual").fail(f"{len(actual)} recorded runs for {len(turns)} turns: give one run per turn")
+            if len(items) != len(turns):
+                at.key("actual").fail(f"{len(items)} recorded runs for {len(turns)} turns: give one run per turn")
+            actual = [_recorded(r, case_id, t, at.key("actual"), turns[t].input) for t, r in enumerate(items)]
         config = _merge(defaults.get("config"), raw.get("config"))
         if defaults.get("agent") is not None:
             config.setdefault("agent", defaults["agent"])
