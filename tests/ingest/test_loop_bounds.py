@@ -159,7 +159,12 @@ def test_a_trace_the_store_rejects_is_bisected_out_and_dead_lettered(
         broker.produce(TOPIC, value, key=key)
     poison = traffic.trace_ids[5]
     topic = f"{TOPIC}-{backend}-{int(time.time() * 1000)}"
-    url = request.getfixturevalue("postgres_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'r.db'}"
+    # a database of its own: the session's postgres_url is shared by every test of the run
+    url = (
+        request.getfixturevalue("postgres_cluster").create_database()
+        if backend == "postgresql"
+        else f"sqlite:///{tmp_path / 'r.db'}"
+    )
     settings = settings_for(
         tmp_path,
         kafka={"spans_topic": TOPIC, "bootstrap_servers": kafka_bootstrap, "dead_letter_suffix": f".{topic}.dlq"},

@@ -98,14 +98,22 @@ def test_a_trace_stored_before_a_restart_is_not_stored_again_from_its_tail(
     topic, group = names(f"replay-{stop}")
     create_topics(kafka_bootstrap, {topic: 1})
     ids, first, a_root = interleaving()
-    url = request.getfixturevalue("postgres_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'r.db'}"
+    # a database of its own: the session's postgres_url is shared by every test of the run
+    url = (
+        request.getfixturevalue("postgres_cluster").create_database()
+        if backend == "postgresql"
+        else f"sqlite:///{tmp_path / 'r.db'}"
+    )
     log = tmp_path / "daemon.log"
     produce(kafka_bootstrap, topic, first, partition=0)
     port1, port2 = free_port(), free_port()
     proc = spawn_daemon(write_config(tmp_path / "one.yaml", _settings(kafka_bootstrap, topic, group, url, port1)), log)
     try:
-        wait_for(lambda: [t for t, _ in stored_runs(url)] == [ids["B"]], 40, "B stored")
-        wait_for(lambda: committed(kafka_bootstrap, group, topic, 1) == {0: 1}, 20, "commit held at A's first")
+        try:
+            wait_for(lambda: [t for t, _ in stored_runs(url)] == [ids["B"]], 60, "B stored")
+            wait_for(lambda: committed(kafka_bootstrap, group, topic, 1) == {0: 1}, 20, "commit held at A's first")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- daemon log ---\n{log.read_text()[-4000:]}") from None
         if stop == "sigterm":
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0
