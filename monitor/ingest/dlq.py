@@ -252,7 +252,6 @@ class DeadLetterQueue:
         self.suffix = kafka.dead_letter_suffix
         self.enabled = settings.enabled
         self.stats = DeadLetterStats()
-        self._kafka = kafka
         self._configured_limit = settings.max_request_bytes
         self._limit: int | None = settings.max_request_bytes
         self._producer: KafkaProducer | None = None

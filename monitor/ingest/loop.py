@@ -263,6 +263,7 @@ class RunLoop:
         self._max_agent_depth = settings.rebuild.max_agent_depth
         self._stop = threading.Event()
         self._held: deque[_Held] = deque()
+        self._held_bytes = 0  # encoded bytes of the held traces (the backlog bound)
         self._pause_reasons: set[str] = set()
         self._paused_tps: set[TopicPartition] = set()
         self._unverified: set[TopicPartition] = set()
@@ -340,7 +341,7 @@ class RunLoop:
         self._collect_dead_letters()
         closed = self.assembler.poll(now, CLOSE_BATCH)
         if closed:
-            self._held.extend(_Held(c) for c in closed)
+            self._hold(closed)
         if records or closed:
             self._report_counters()
         if self._unverified and now >= self._verify_at:
@@ -356,6 +357,11 @@ class RunLoop:
         if now >= self._next_retention:
             self._next_retention = now + self.settings.store.retention_interval_s
             self._retention()
+
+    def _hold(self, closed: Sequence[ClosedTrace]) -> None:
+        """Queue closed traces for scoring and storing, in order."""
+        self._held.extend(_Held(c) for c in closed)
+        self._held_bytes += sum(c.nbytes for c in closed)
 
     # ------------------------------------------------------------------ ingest
 
@@ -622,7 +628,7 @@ class RunLoop:
         n_new = n_rows = sampled = runs = 0
         emitted: list[ScoreResult] = []
         for scored, flags in done:
-            self._held.popleft()
+            self._held_bytes -= self._held.popleft().closed.nbytes
             if scored.replayed:
                 self._count_replays(1)
                 continue
@@ -697,7 +703,7 @@ class RunLoop:
     def _update_pause(self) -> None:
         """Backlog bounds: pause while too many closed traces or dead letters wait, resume at half."""
         held = len(self._held)
-        held_bytes = sum(h.closed.nbytes for h in self._held) if held else 0
+        held_bytes = self._held_bytes
         max_bytes = self.settings.assembler.max_open_bytes
         if held > MAX_HELD or held_bytes > max_bytes:
             self._set_reason("backlog", True)
@@ -806,7 +812,7 @@ class RunLoop:
     def _on_revoked(self, partitions: list[TopicPartition]) -> None:
         lost = set(partitions)
         now = self.clock()
-        self._held.extend(_Held(c) for c in self.assembler.poll(now))
+        self._hold(self.assembler.poll(now))
         if self._held:  # one bounded attempt; what stays held on lost partitions is dropped below
             self._process_held(now, now + min(REVOKE_BUDGET_S, self.settings.kafka.session_timeout_ms / 3000))
         if self.dlq.pending:
@@ -824,6 +830,7 @@ class RunLoop:
             else:
                 kept.append(held)
         self._held = kept
+        self._held_bytes = sum(h.closed.nbytes for h in kept)
         dropped = self.assembler.revoke(lost)
         self.dlq.forget(lost)
         self.guard.forget(lost)
@@ -918,7 +925,7 @@ class RunLoop:
         self._stop.set()
         self._apply_pause()
         now = self.clock()
-        self._held.extend(_Held(c) for c in self.assembler.poll(now, CLOSE_BATCH))
+        self._hold(self.assembler.poll(now, CLOSE_BATCH))
         while self._held and self.clock() < deadline:
             now = self.clock()
             if now >= self._retry_at and self._process_held(now, deadline):
