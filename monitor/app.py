@@ -36,7 +36,8 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Final
@@ -46,15 +47,45 @@ from monitor.export.http import HealthState, HttpServer
 from monitor.export.metrics import Metrics
 from monitor.ingest.consumer import KafkaSource, PartitionsCallback, Source
 from monitor.ingest.dlq import DeadLetterError, DeadLetterQueue, DeadLetterRateExceeded
-from monitor.ingest.loop import ResultSink, RunLoop
+from monitor.ingest.loop import (
+    CLOSE_BATCH,
+    MAX_DEAD_LETTER_BYTES_PENDING,
+    MAX_DEAD_LETTERS_PENDING,
+    MAX_HELD,
+    WORK_BUDGET_S,
+    WRITE_BATCH,
+    RunLoop,
+)
+from monitor.ingest.replay import ReplayGuard
 from monitor.preflight import EXIT_BROKERS_UNREACHABLE, EXIT_CONFIG, EXIT_OK, preflight
 from monitor.rules.ruleset import RuleSet
 from monitor.sampling.sampler import Sampler
 from monitor.scoring.stage import ScoringStage
 from monitor.settings import Settings, SettingsError, format_problem, mask_url, setting_label
+from monitor.steps.assemble import AssembleStep
+from monitor.steps.commit import CommitStep
+from monitor.steps.decode import DecodeStep
+from monitor.steps.export import ExportStep
+from monitor.steps.observe import ObserveStep
+from monitor.steps.rebuild import RebuildStep
+from monitor.steps.sample import SampleStep
+from monitor.steps.score import ScoreStep
+from monitor.steps.store import StoreStep
+from monitor.steps.work import (
+    Health,
+    InFlight,
+    LoopStats,
+    PipelineMetrics,
+    ResultSink,
+    SamplingPolicy,
+    Scoring,
+    Store,
+    StoreAvailability,
+)
 from monitor.store import ResultStore, StoreUnavailable, open_store
+from monitor.trajectory.assembler import AssemblerLimits
 
-__all__ = ["EXIT_BROKERS_UNREACHABLE", "EXIT_CONFIG", "EXIT_FATAL", "EXIT_OK", "App"]
+__all__ = ["EXIT_BROKERS_UNREACHABLE", "EXIT_CONFIG", "EXIT_FATAL", "EXIT_OK", "App", "build_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +235,7 @@ class App:
         if s.evaluation_events.enabled:
             self.events = EvaluationEventExporter(s.evaluation_events, on_outcome=metrics.evaluation_events)
             sinks.append(self.events)
-        self.loop = RunLoop(
-            s, make_source, self.dlq, stage, self.store, metrics, self.health, sampler=sampler, sinks=sinks
-        )
+        self.loop = build_loop(s, make_source, self.dlq, stage, self.store, metrics, self.health, sampler, sinks=sinks)
         log.info(
             "started: topics %s, group %s, store %s, HTTP port %d",
             [s.kafka.spans_topic] + ([s.kafka.logs_topic] if s.kafka.logs_topic else []),
@@ -236,3 +265,100 @@ class App:
         self.events = None
         self.http = None
         self.store = None
+
+
+def build_loop(
+    settings: Settings,
+    make_source: Callable[[PartitionsCallback, PartitionsCallback], Source],
+    dlq: DeadLetterQueue,
+    scoring: Scoring,
+    store: Store,
+    metrics: PipelineMetrics,
+    health: Health,
+    sampler: SamplingPolicy,
+    *,
+    sinks: Sequence[ResultSink] = (),
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+) -> RunLoop:
+    """The pipeline, built back to front (each step holds the next), and the run loop that drives it::
+
+        decode → assemble → rebuild → sample → score → store → observe → export → commit
+
+    ``clock`` is monotonic seconds (assembler timing, backoffs, timers), ``wall`` epoch seconds (commit times,
+    retention). Tests build the same chain with the in-memory source and a manual clock.
+    """
+    stats = LoopStats()
+    inflight = InFlight()
+    guard = ReplayGuard(store)
+    availability = StoreAvailability(metrics, health, clock)
+    a = settings.assembler
+    limits = AssemblerLimits(
+        root_idle_s=a.root_idle_s,
+        idle_s=a.idle_s,
+        max_age_s=a.max_age_s,
+        max_spans=a.max_spans,
+        max_open_spans=a.max_open_spans,
+        max_open_bytes=a.max_open_bytes,
+        late_window_s=a.late_window_s,
+    )
+    commit = CommitStep(
+        dlq=dlq,
+        store=store,
+        guard=guard,
+        availability=availability,
+        inflight=inflight,
+        metrics=metrics,
+        stats=stats,
+        clock=clock,
+        wall=wall,
+        max_pending=MAX_DEAD_LETTERS_PENDING,
+        max_pending_bytes=MAX_DEAD_LETTER_BYTES_PENDING,
+    )
+    export = ExportStep(commit, sinks)
+    observe = ObserveStep(export, metrics=metrics, stats=stats)
+    stored = StoreStep(
+        observe,
+        settings,
+        store=store,
+        dlq=dlq,
+        guard=guard,
+        availability=availability,
+        metrics=metrics,
+        stats=stats,
+        clock=clock,
+        wall=wall,
+        write_batch=WRITE_BATCH,
+    )
+    score = ScoreStep(stored, scoring, clock=clock)
+    sample = SampleStep(score, sampler)
+    rebuild = RebuildStep(sample, settings, guard=guard)
+    assemble = AssembleStep(
+        rebuild,
+        limits,
+        clock=clock,
+        inflight=inflight,
+        metrics=metrics,
+        stats=stats,
+        close_batch=CLOSE_BATCH,
+        work_budget_s=WORK_BUDGET_S,
+        max_held=MAX_HELD,
+    )
+    decode = DecodeStep(assemble, settings, dlq=dlq, guard=guard, metrics=metrics, stats=stats)
+    return RunLoop(
+        settings,
+        make_source,
+        decode,
+        assemble=assemble,
+        committer=commit,
+        guard=guard,
+        availability=availability,
+        inflight=inflight,
+        stats=stats,
+        dlq=dlq,
+        store=store,
+        metrics=metrics,
+        health=health,
+        clock=clock,
+        wall=wall,
+    )

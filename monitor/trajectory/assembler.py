@@ -119,6 +119,9 @@ class Assembler:
         self._rootless: OrderedDict[str, None] = OrderedDict()  # by last activity
         self._closed: OrderedDict[str, float] = OrderedDict()  # trace id -> closed at
         self._consumed: dict[TopicPartition, int] = {}
+        # per partition, the open traces in the order of their first record there (= offset order, records of a
+        # partition arrive in offset order): the first entry holds the partition's lowest open offset
+        self._firsts: dict[TopicPartition, OrderedDict[str, int]] = {}
         self._open_spans = 0
         self._open_bytes = 0
         self._ready: list[ClosedTrace] = []
@@ -209,6 +212,10 @@ class Assembler:
         trace.last_offsets[tp] = offset
         if tp not in trace.first_offsets:
             trace.first_offsets[tp] = offset
+            firsts = self._firsts.get(tp)
+            if firsts is None:
+                firsts = self._firsts[tp] = OrderedDict()
+            firsts[trace_id] = offset
             topic = tp[0]
             if not trace.split_counted and sum(1 for t, _ in trace.first_offsets if t == topic) > 1:
                 trace.split_counted = True
@@ -262,15 +269,18 @@ class Assembler:
             self._open_bytes -= trace.nbytes
         for tp in lost:
             self._consumed.pop(tp, None)
+            self._firsts.pop(tp, None)
         self.stats.dropped_traces += len(dropped)
         return len(dropped)
 
     def committable(self) -> dict[TopicPartition, int]:
-        """Per partition, the offset that is safe to commit now (the low watermark)."""
+        """Per partition, the offset that is safe to commit now (the low watermark). Costs O(partitions +
+        closed traces not yet polled), not O(open traces)."""
         low: dict[TopicPartition, int] = {tp: off + 1 for tp, off in self._consumed.items()}
-        for trace in self._open.values():
-            for tp, first in trace.first_offsets.items():
-                if tp in low and first < low[tp]:
+        for tp, firsts in self._firsts.items():
+            if firsts and tp in low:
+                first = next(iter(firsts.values()))
+                if first < low[tp]:
                     low[tp] = first
         for closed in self._ready:  # closed but not yet handed out: not committable either
             for tp, first in closed.first_offsets.items():
@@ -287,6 +297,10 @@ class Assembler:
 
     def _remove(self, trace_id: str) -> _Open:
         trace = self._open.pop(trace_id)
+        for tp in trace.first_offsets:
+            firsts = self._firsts.get(tp)
+            if firsts is not None:
+                firsts.pop(trace_id, None)
         self._by_first.pop(trace_id, None)
         self._rooted.pop(trace_id, None)
         self._rootless.pop(trace_id, None)

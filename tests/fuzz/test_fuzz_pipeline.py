@@ -62,6 +62,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.app import build_loop
 from monitor.export.http import HealthState
 from monitor.export.metrics import Metrics
 from monitor.ingest.decode import DECODE_REASONS, DecodeError, decode_logs_batch, decode_traces_batch
@@ -384,7 +385,7 @@ class Harness:
         stage = ScoringStage(s, None, sampler, lambda: datetime.fromtimestamp(WALL, UTC))
         dlq = DeadLetterQueue(s.kafka, s.dead_letter)
         metrics = Metrics(s.metrics)
-        loop = RunLoop(
+        loop = build_loop(
             s,
             broker.source_factory([self.spans_topic, self.logs_topic]),
             dlq,

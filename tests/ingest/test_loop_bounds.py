@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from prometheus_client import generate_latest
 
+from monitor.app import build_loop
 from monitor.export.http import HealthState
 from monitor.export.metrics import Metrics
 from monitor.ingest.dlq import DeadLetterQueue
@@ -46,7 +47,7 @@ def settings_for(tmp_path: Path, **sections: dict[str, object]) -> Settings:
 def make_loop(settings: Settings, broker: MemoryBroker, clock=time.monotonic) -> RunLoop:  # type: ignore[no-untyped-def]
     sampler = Sampler(settings.sampling)
     stage = ScoringStage(settings, None, sampler, lambda: datetime.now(UTC))
-    return RunLoop(
+    return build_loop(
         settings,
         broker.source_factory([TOPIC]),
         DeadLetterQueue(settings.kafka, settings.dead_letter),

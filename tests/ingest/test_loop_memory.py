@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from monitor.app import build_loop
 from monitor.demo.traffic import TrafficGenerator
 from monitor.export.http import HealthState
 from monitor.export.metrics import Metrics
@@ -69,7 +70,7 @@ def make_loop(
 ) -> RunLoop:  # type: ignore[no-untyped-def]
     sampler = Sampler(settings.sampling)
     stage = ScoringStage(settings, ruleset, sampler, lambda: datetime.fromtimestamp(WALL, UTC), submitter=submitter)
-    return RunLoop(
+    return build_loop(
         settings,
         broker.source_factory([TOPIC]),
         DeadLetterQueue(settings.kafka, settings.dead_letter),

@@ -1,0 +1,25 @@
+"""Sample: whether each run of a trace is scored, decided once, here (``sampling`` settings: always-rules for
+errored runs and attributes, then a deterministic draw against the agent's rate). A run not sampled still goes on
+(its offsets move, it is counted as ``skipped`` in ``monitor_runs_sampled_total``); the score step scores only the
+runs sampled here."""
+
+from __future__ import annotations
+
+from monitor.steps.contract import Message, Step, TransformStep
+from monitor.steps.work import SamplingPolicy, TraceWork
+
+Work = TraceWork | None
+
+
+class SampleStep(TransformStep[Work, Work]):
+    """Fills ``TraceWork.sampled`` (one decision per top-level run)."""
+
+    def __init__(self, next_step: Step[Work], policy: SamplingPolicy) -> None:
+        super().__init__(next_step)
+        self.policy = policy
+
+    def process(self, message: Message[Work]) -> Message[Work]:
+        work = message.payload
+        if work is not None and work.runs:
+            work.sampled = [self.policy.should_score(run).sampled for run in work.runs]
+        return message

@@ -1,0 +1,77 @@
+"""Score: the result rows of the sampled runs of a trace (:class:`~monitor.scoring.stage.ScoringStage`).
+
+The stage scores each sampled top-level run and, per its settings, the runs nested in it; every result becomes a
+:class:`~monitor.store.StoredResult` row of the run that produced it. When the stage reports
+:class:`~monitor.scoring.stage.Backpressure` (the judge pool is full) the step refuses the trace (nothing taken:
+the results of the attempt are discarded, they are recomputed identically) and keeps refusing, cheaply, for a
+capped exponential backoff (0.1 s → 5 s) before it tries again; meanwhile it reports ``scoring`` pressure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from monitor.scoring.stage import Backpressure
+from monitor.steps.contract import Message, MessageRejected, Step, TransformStep
+from monitor.steps.work import Scoring, TraceWork
+from monitor.store import StoredResult
+
+log = logging.getLogger(__name__)
+
+Work = TraceWork | None
+
+RETRY_MIN_S = 0.1
+RETRY_MAX_S = 5.0
+
+
+class ScoreStep(TransformStep[Work, Work]):
+    """Fills ``TraceWork.rows`` and ``owners``; see the module docstring."""
+
+    def __init__(self, next_step: Step[Work], scoring: Scoring, *, clock: Callable[[], float]) -> None:
+        super().__init__(next_step)
+        self.scoring = scoring
+        self.clock = clock
+        self._retry_at = 0.0
+        self._backoff = RETRY_MIN_S
+        self._refusing = False
+
+    def process(self, message: Message[Work]) -> Message[Work]:
+        work = message.payload
+        if work is None or not work.runs:
+            return message
+        if self._refusing and self.clock() < self._retry_at:
+            raise MessageRejected("scoring")
+        rows: list[StoredResult] = []
+        owners: list[int] = []
+        try:
+            for i, run in enumerate(work.runs):
+                if not work.sampled or not work.sampled[i]:
+                    continue
+                by_id = {r.run_id: r for r in run.walk()}
+                for result in self.scoring.score(run):
+                    owner = by_id.get(result.run_id or "", run)
+                    rows.append(
+                        StoredResult(
+                            result=result, run_start_ns=owner.start_ns, tools=tuple(c.name for c in owner.calls)
+                        )
+                    )
+                    owners.append(i)
+        except Backpressure as exc:
+            if not self._refusing:
+                log.warning("scoring refuses work (%s): pausing consumption, retrying with a backoff", exc)
+            self._refusing = True
+            self._retry_at = self.clock() + self._backoff
+            self._backoff = min(self._backoff * 2, RETRY_MAX_S)
+            raise MessageRejected("scoring") from exc
+        if self._refusing:
+            log.info("scoring takes work again: resuming")
+            self._refusing = False
+            self._backoff = RETRY_MIN_S
+        work.rows = rows
+        work.owners = owners
+        return message
+
+    def pressure(self) -> frozenset[str]:
+        below = self.next.pressure()
+        return below | {"scoring"} if self._refusing else below

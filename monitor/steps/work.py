@@ -1,0 +1,185 @@
+"""What flows through the steps, what they share, and the ports they need from the edges.
+
+Payloads: a :class:`Decoded` record (decode → assemble), then one :class:`TraceWork` per closed trace (assemble →
+… → commit) that each step fills in: runs (rebuild), sampling decisions (sample), result rows (score), new-flags
+(store). The ports are Protocols so the steps depend on behaviour, not on the store, metrics or health classes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence, Set
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from monitor.ingest.replay import MarkStore
+from monitor.scoring.result import ScoreResult
+from monitor.store import ReplayMark, StoredResult
+from monitor.trajectory.assembler import ClosedTrace, TopicPartition
+from monitor.trajectory.model import Run
+from monitor.trajectory.spans import LogEvent, SpanRecord
+
+# ---------------------------------------------------------------------------------------------------- payloads
+
+
+@dataclass(slots=True)
+class Decoded:
+    """One record after decoding: its spans or log events (``None`` when it was dead-lettered or, for a replay,
+    already handled), and its size in bytes."""
+
+    tp: TopicPartition
+    offset: int
+    spans: Sequence[SpanRecord] | None
+    logs: Sequence[LogEvent] | None
+    nbytes: int
+
+    def on(self, partitions: Set[TopicPartition]) -> bool:
+        return self.tp in partitions
+
+
+@dataclass(slots=True)
+class TraceWork:
+    """One closed trace on its way to the store.
+
+    ``rejected``: ``too_deep`` / ``rebuild_failed`` (rebuild) or ``unstorable`` (store); ``replayed``: handled by
+    an earlier reading, nothing to do but move its offsets. ``sampled[i]`` is the decision for ``runs[i]``;
+    ``owners[j]`` is the index in ``runs`` of the top-level run of ``rows[j]``; ``new[j]`` whether the store
+    took ``rows[j]`` as new.
+    """
+
+    closed: ClosedTrace
+    runs: list[Run] = field(default_factory=list)
+    rejected: str | None = None
+    replayed: bool = False
+    sampled: list[bool] = field(default_factory=list)
+    rows: list[StoredResult] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)
+    marks: list[ReplayMark] = field(default_factory=list)
+    new: list[bool] = field(default_factory=list)
+
+    def on(self, partitions: Set[TopicPartition]) -> bool:
+        """True when the trace has records on one of ``partitions``."""
+        return not partitions.isdisjoint(self.closed.first_offsets)
+
+
+# ---------------------------------------------------------------------------------------------------- shared
+
+
+@dataclass(slots=True)
+class LoopStats:
+    """What this pipeline did (for tests, benchmarks and the exit log line); counters only grow."""
+
+    records: int = 0
+    spans: int = 0
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    traces_scored: int = 0
+    runs: int = 0
+    results_new: int = 0
+    results_duplicate: int = 0
+    commits: int = 0
+    commit_failures: int = 0
+    pauses: int = 0
+    dropped_held: int = 0
+    offset_resets: int = 0
+    replayed_traces: int = 0
+    replayed_dead_letters: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class InFlight:
+    """Closed traces between the assembler and the commit (the backlog): count and encoded bytes."""
+
+    traces: int = 0
+    nbytes: int = 0
+
+    def add(self, closed: ClosedTrace) -> None:
+        self.traces += 1
+        self.nbytes += closed.nbytes
+
+    def done(self, closed: ClosedTrace) -> None:
+        self.traces -= 1
+        self.nbytes -= closed.nbytes
+
+
+# ---------------------------------------------------------------------------------------------------- ports
+
+
+class PipelineMetrics(Protocol):
+    def records_consumed(self, topic: str, partition: int, n: int = 1) -> None: ...
+    def spans_decoded(self, n: int) -> None: ...
+    def record_invalid(self, reason: str) -> None: ...
+    def record_dead_lettered(self, reason: str) -> None: ...
+    def dead_letter_error(self, error: str) -> None: ...
+    def set_dead_letters_pending(self, n: int) -> None: ...
+    def traces_closed(self, outcome: str, n: int = 1) -> None: ...
+    def traces_rejected(self, reason: str, n: int = 1) -> None: ...
+    def replays_skipped(self, kind: str, n: int = 1) -> None: ...
+    def late_spans(self, n: int) -> None: ...
+    def split_traces(self, n: int) -> None: ...
+    def commit_done(self, topic: str, partition: int, when_s: float) -> None: ...
+    def set_lag(self, topic: str, partition: int, lag: int) -> None: ...
+    def paused(self, on: bool, reason: str) -> None: ...
+    def store_write(self, outcome: str, n: int = 1) -> None: ...
+    def set_store_available(self, available: bool) -> None: ...
+    def runs_sampled(self, decision: str, n: int = 1) -> None: ...
+    def forget_partition(self, topic: str, partition: int) -> None: ...
+    def observe_results(self, run: Run, results: Sequence[ScoreResult]) -> None: ...
+    def set_open_traces(self, n: int, spans: int, oldest_age_s: float, nbytes: int = 0) -> None: ...
+
+
+class Store(MarkStore, Protocol):
+    def write(self, results: Sequence[StoredResult], marks: Sequence[ReplayMark] = ()) -> list[bool]: ...
+    def purge_older_than(self, cutoff: datetime) -> int: ...
+
+
+class Scoring(Protocol):
+    def score(self, run: Run) -> list[ScoreResult]: ...
+
+
+class SamplingPolicy(Protocol):
+    """Whether a run is scored (decided once, by the sample step)."""
+
+    def should_score(self, run: Run) -> SamplingVerdict: ...
+
+
+class SamplingVerdict(Protocol):
+    @property
+    def sampled(self) -> bool: ...
+
+
+class ResultSink(Protocol):
+    """Where new results go besides the store and the metrics (the OTLP evaluation-event exporter).
+
+    ``emit`` receives exactly the results the store accepted as new (so a replay never sends twice) and must
+    neither block nor raise; ``shutdown`` is bounded by its timeout."""
+
+    def emit(self, results: Sequence[ScoreResult]) -> None: ...
+    def shutdown(self, timeout_s: float) -> None: ...
+
+
+class Health(Protocol):
+    def set_alive(self, on: bool) -> None: ...
+    def set_assigned(self, partitions: int) -> None: ...
+    def set_lag(self, total: int) -> None: ...
+    def set_store_available(self, available: bool, now: float | None = None) -> None: ...
+
+
+class StoreAvailability:
+    """The store's availability as the steps and the loop see it: the gauge changes on transitions, health hears
+    every observation (it measures how long the store has been out)."""
+
+    __slots__ = ("available", "clock", "health", "metrics")
+
+    def __init__(self, metrics: PipelineMetrics, health: Health, clock: Callable[[], float]) -> None:
+        self.metrics = metrics
+        self.health = health
+        self.clock = clock
+        self.available = True
+
+    def observe(self, available: bool) -> None:
+        if available != self.available:
+            self.available = available
+            self.metrics.set_store_available(available)
+        self.health.set_store_available(available, self.clock())

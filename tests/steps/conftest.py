@@ -1,0 +1,110 @@
+"""Helpers for testing one step at a time: a terminal step that collects what reaches it (and can refuse), the
+real settings, store, metrics and dead-letter producer (disabled: counted, not produced) of a pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import pytest
+
+from monitor.export.http import HealthState
+from monitor.export.metrics import Metrics
+from monitor.ingest.dlq import DeadLetterQueue
+from monitor.settings import Settings
+from monitor.steps.contract import Message, MessageRejected, TopicPartition
+from monitor.steps.work import InFlight, LoopStats, StoreAvailability
+from monitor.store import ResultStore, open_store
+
+T = TypeVar("T")
+TOPIC = "steps_spans"
+
+
+class Collect(Generic[T]):
+    """The end of a chain under test: keeps every message it takes; ``refuse`` makes it reject with that reason."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message[T]] = []
+        self.refuse: str | None = None
+        self.polls = 0
+        self.joins = 0
+        self.forgotten: list[Set[TopicPartition]] = []
+
+    def submit(self, message: Message[T]) -> None:
+        if self.refuse is not None:
+            raise MessageRejected(self.refuse)
+        self.messages.append(message)
+
+    def poll(self) -> None:
+        self.polls += 1
+
+    def join(self, timeout_s: float) -> None:
+        self.joins += 1
+
+    def forget(self, partitions: Set[TopicPartition]) -> int:
+        self.forgotten.append(partitions)
+        return 0
+
+    def pressure(self) -> frozenset[str]:
+        return frozenset({self.refuse}) if self.refuse else frozenset()
+
+    def close(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass
+
+    @property
+    def payloads(self) -> list[T]:
+        return [m.payload for m in self.messages]
+
+
+class Clock:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Parts:
+    """The real parts a step needs, for one test."""
+
+    settings: Settings
+    store: ResultStore
+    metrics: Metrics
+    health: HealthState
+    dlq: DeadLetterQueue
+    clock: Clock = field(default_factory=Clock)
+    stats: LoopStats = field(default_factory=LoopStats)
+    inflight: InFlight = field(default_factory=InFlight)
+
+    @property
+    def availability(self) -> StoreAvailability:
+        return StoreAvailability(self.metrics, self.health, self.clock)
+
+
+def make_settings(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
+    doc: dict[str, dict[str, Any]] = {
+        "kafka": {"spans_topic": TOPIC, "commit_interval_s": 0.2},
+        "assembler": {"root_idle_s": 0.0, "idle_s": 0.5},
+        "store": {"url": f"sqlite:///{tmp_path / 'results.db'}"},
+        "dead_letter": {"enabled": False},
+    }
+    for name, values in sections.items():
+        doc.setdefault(name, {}).update(values)
+    return Settings(**doc)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> Any:
+    settings = make_settings(tmp_path)
+    store = open_store(settings.store)
+    p = Parts(
+        settings, store, Metrics(settings.metrics), HealthState(), DeadLetterQueue(settings.kafka, settings.dead_letter)
+    )
+    yield p
+    store.close()
