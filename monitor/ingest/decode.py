@@ -8,7 +8,8 @@ Both encodings the OpenTelemetry Collector's Kafka exporter writes are accepted:
   hex strings, 64-bit integers are decimal strings (numbers are accepted too), enums are integers,
   keys are lowerCamelCase (snake_case is accepted as well).
 
-``encoding="auto"`` picks JSON when the first non-blank byte is ``{``, protobuf otherwise.
+``encoding="auto"`` picks JSON when the first non-blank byte is ``{``, protobuf otherwise; a record that starts
+with a newline and fails as JSON is tried as protobuf (whose first byte is 0x0a).
 
 Contract: the decoder never raises anything but :class:`DecodeError`, whose ``reason`` is one of
 :data:`DECODE_REASONS` (the dead-letter path uses it as the header and the metric label). Spans
@@ -117,6 +118,12 @@ def detect_encoding(value: bytes) -> str:
     return "otlp_json" if head.startswith(b"{") else "otlp_proto"
 
 
+def _may_be_protobuf(value: bytes, encoding: str, detected: str) -> bool:
+    """A record ``auto`` took for JSON only because of a blank before its ``{`` may be protobuf: a request's first
+    byte is 0x0a (field 1, length-delimited), which is also a newline, and its length byte may be 123 (``{``)."""
+    return encoding == "auto" and detected == "otlp_json" and value[:1] == b"\n"
+
+
 def _check_size(value: bytes, max_record_bytes: int) -> None:
     if not value:
         raise DecodeError("empty", "the record value is empty")
@@ -142,6 +149,18 @@ def decode_traces_batch(
     """Decode one traces record; see the module docstring for the contract."""
     _check_size(value, max_record_bytes)
     enc = _resolve(value, encoding)
+    try:
+        return _traces(value, enc, max_attribute_chars)
+    except DecodeError as first:
+        if not _may_be_protobuf(value, encoding, enc):
+            raise
+        try:
+            return _traces(value, "otlp_proto", max_attribute_chars)
+        except DecodeError:
+            raise first from None
+
+
+def _traces(value: bytes, enc: str, max_attribute_chars: int) -> DecodedTraces:
     skipped: Counter[str] = Counter()
     repaired: Counter[str] = Counter()
     try:
@@ -179,6 +198,18 @@ def decode_logs_batch(
     """
     _check_size(value, max_record_bytes)
     enc = _resolve(value, encoding)
+    try:
+        return _logs(value, enc, max_attribute_chars)
+    except DecodeError as first:
+        if not _may_be_protobuf(value, encoding, enc):
+            raise
+        try:
+            return _logs(value, "otlp_proto", max_attribute_chars)
+        except DecodeError:
+            raise first from None
+
+
+def _logs(value: bytes, enc: str, max_attribute_chars: int) -> DecodedLogs:
     skipped: Counter[str] = Counter()
     repaired: Counter[str] = Counter()
     try:

@@ -2,8 +2,9 @@
 
 The step owns the :class:`~monitor.trajectory.assembler.Assembler`. :meth:`AssembleStep.submit` always takes
 the record (the assembler's own bounds, ``assembler.max_open_spans`` / ``max_open_bytes``, close the oldest
-traces early). :meth:`AssembleStep.poll` closes at most ``close_batch`` due traces (only when everything it closed
-before went on), and forwards them in order until the next step rejects or ``work_budget_s`` has passed.
+traces early). :meth:`AssembleStep.poll` closes at most ``close_batch`` due traces (while the closed traces
+on their way are fewer than ``max_held``) and forwards them in order until the next step rejects or
+``work_budget_s`` has passed.
 
 **Offsets.** Each closed trace leaves with the offsets safe to commit once it is stored: per partition the
 assembler's low watermark lowered to the first offset of every trace closed with it but after it. When nothing
@@ -83,7 +84,10 @@ class AssembleStep:
         if closed:
             self._enqueue(closed, watermark)
         elif watermark != self._sent:
-            self.outbox.append(Message(None, watermark))
+            if self.outbox and self.outbox[-1].payload is None:
+                self.outbox[-1] = Message(None, watermark)  # one offsets-only message is enough
+            else:
+                self.outbox.append(Message(None, watermark))
             self._sent = watermark
         self._report_counters()
 
@@ -113,7 +117,7 @@ class AssembleStep:
                 return
 
     def poll(self) -> None:
-        if not self.outbox:
+        if self.inflight.traces < self.max_held:
             self._close(self.close_batch)
         if self.outbox:
             self._forward(self.clock() + self.work_budget_s)

@@ -506,3 +506,23 @@ def test_numbers_json_columns_refuse_become_text() -> None:
     (s,) = decoded.spans
     assert s.attributes == {"nan": "NaN", "inf": "Infinity", "big": str(2**70), "huge": "7" * 5000, "ok": INT64_MAX}
     assert decoded.repaired == Counter({"non_finite": 2, "int_out_of_range": 2})
+
+
+def test_auto_reads_a_protobuf_record_whose_first_length_byte_is_an_opening_brace() -> None:
+    """A request's first byte is 0x0a (a newline to a JSON sniffer); when the first resource_spans is 123 bytes long
+    the next byte is ``{``: ``auto`` tries JSON, fails, and reads it as the protobuf it is (found by hypothesis)."""
+    for pad in range(200):
+        req = ExportTraceServiceRequest()
+        rs = req.resource_spans.add()
+        rs.resource.attributes.add(key="service.name").value.string_value = "x" * pad
+        rs.scope_spans.add().spans.add(trace_id=bytes.fromhex(TRACE_HEX), span_id=b"\x00" * 7 + b"\x01", name="s")
+        value = req.SerializeToString()
+        if value[:2] == b"\n{":
+            break
+    else:
+        raise AssertionError("no padding gives a first length of 123")
+    spans = decode_traces(value)
+    assert [s.name for s in spans] == ["s"]
+    with pytest.raises(DecodeError) as bad:
+        decode_traces(b"\n{not json")  # neither: the JSON error is the one reported
+    assert bad.value.reason in ("invalid_json", "invalid_utf8")
