@@ -28,6 +28,7 @@ install: $(VENV)/.installed
 lint: install
 	$(PY) -m ruff check monitor tests bench
 	$(PY) -m ruff format --check monitor bench
+	$(VENV)/bin/lint-imports  # the package layering: [tool.importlinter] in pyproject.toml
 
 typecheck: install
 	$(PY) -m mypy

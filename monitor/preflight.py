@@ -4,8 +4,10 @@ how it sets up its logs. ``monitor config`` runs the very same checks.
 :func:`preflight` gathers every problem at once and returns a :class:`PreflightReport`:
 
 1. **configuration checks** (:func:`check_configuration`; local, no network except name lookups of
-   ``http.host``): the rules file exists and loads (:meth:`RuleSet.load`, as the daemon loads it) and
-   its scorers, like ``scoring.checks``, name scorer kinds of the catalogue (or ``judge_*``); the
+   ``http.host``): the rules file exists and loads (:meth:`RuleSet.load`, as the daemon loads it:
+   its scorers must name kinds of the scorer registry, :mod:`monitor.scoring.catalogue`, judges
+   included, with valid parameters), ``scoring.checks`` names registered kinds and the keys of
+   ``sampling.per_scorer`` name scorer ids that exist (each with a did-you-mean); the
    sampler and the scoring stage can be built from the settings (the objects the daemon builds); the
    topic names are legal for Kafka; ``store.url`` parses, names SQLite or PostgreSQL with a
    synchronous driver that is installed, and a SQLite file's directory exists; ``http.host`` resolves
@@ -44,9 +46,12 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from monitor.settings import KafkaSettings, Settings, SettingsError, format_problem, mask_secrets, setting_label
+
+if TYPE_CHECKING:
+    from monitor.rules.ruleset import RuleSet
 
 __all__ = [
     "CLIENT_LOGGER_FLOORS",
@@ -175,12 +180,17 @@ def with_configuration_checks(error: SettingsError) -> SettingsError:
     return SettingsError([*error.problems, *more], error.source)
 
 
+def _kind_fix(suggestions: tuple[str, ...]) -> str:
+    guess = f"did you mean `{suggestions[0]}`? " if suggestions else ""
+    return f"{guess}use kinds that `monitor scorers` lists"
+
+
 def _check_rules_and_scoring(settings: Settings, skip: Collection[str]) -> list[str]:
-    from monitor.rules.config import RulesConfigError
+    from monitor.rules.config import RulesConfigError, RulesProblem
     from monitor.rules.ruleset import RuleSet
     from monitor.sampling.sampler import Sampler
-    from monitor.scoring.catalogue import kinds
-    from monitor.scoring.stage import ScoringStage, is_judge_kind
+    from monitor.scoring import catalogue
+    from monitor.scoring.stage import ScoringStage
 
     problems: list[str] = []
     ruleset: RuleSet | None = None
@@ -198,49 +208,39 @@ def _check_rules_and_scoring(settings: Settings, skip: Collection[str]) -> list[
             )
         else:
             try:
+                # as the daemon loads it: every scorer kind must be in the registry (judges included)
                 ruleset = RuleSet.load(path)
             except RulesConfigError as exc:
-                problems += [
-                    format_problem(loc, path, p, f"correct {path} (see docs/rules in SCORING.md §3.9)")
-                    for p in exc.problems
-                ]
+                fix = f"correct {path} (see docs/rules in SCORING.md §3.9)"
+                for issue in exc.issues:
+                    if isinstance(issue, RulesProblem):
+                        problems.append(format_problem(loc, path, f"{issue.key}: {issue.problem}", issue.fix or fix))
+                    else:
+                        problems.append(format_problem(loc, path, issue, fix))
             except Exception as exc:
                 problems.append(format_problem(loc, path, f"cannot be loaded: {exc}", f"correct {path}"))
 
-    known = kinds()
-    if ruleset is not None:
-        # without a registry RuleSet.load lets any kind through; the stage would then report every
-        # run's result of that scorer as error/internal: an unknown kind is a configuration error
-        for index, rule in enumerate(ruleset.config.rules):
-            for scorer_id, scorer in rule.scorers.items():
-                kind = scorer.kind or scorer_id.split(":", 1)[0]
-                if kind in known or is_judge_kind(kind):
-                    continue
-                close = difflib.get_close_matches(kind, known, n=1)
-                guess = f"did you mean `{close[0]}`? " if close else ""
-                problems.append(
-                    format_problem(
-                        ("rules_file",),
-                        path,
-                        f"rules[{index}].scorers.{scorer_id}: no scorer of kind {kind!r}",
-                        f"{guess}use kinds that `monitor scorers` lists",
-                    )
-                )
     unknown = False
     for index, kind in enumerate(() if "scoring" in skip else settings.scoring.checks):
-        if kind in known or is_judge_kind(kind):
+        check_loc = ("scoring", "checks", index)
+        try:
+            info = catalogue.lookup(kind)
+        except catalogue.UnknownScorerKind as exc:
+            unknown = True
+            problems.append(format_problem(check_loc, kind, "no scorer of this kind", _kind_fix(exc.suggestions)))
             continue
-        unknown = True
-        close = difflib.get_close_matches(kind, known, n=1)
-        guess = f"did you mean `{close[0]}`? " if close else ""
-        problems.append(
-            format_problem(
-                ("scoring", "checks", index),
-                kind,
-                "no scorer of this kind",
-                f"{guess}use kinds that `monitor scorers` lists",
+        if info.defaults_problem is not None:  # checks run with default parameters
+            problems.append(
+                format_problem(
+                    check_loc,
+                    kind,
+                    f"this scorer needs parameters ({info.defaults_problem})",
+                    "remove it here and configure it with its parameters under `scorers:` of a rule in the rules file",
+                )
             )
-        )
+    rules_known = not {"rules_file", "sampling"} & set(skip) and (path is None or ruleset is not None)
+    if rules_known:  # the scorer ids of the rules are known: check the ids sampling names
+        problems += _check_per_scorer_ids(settings, ruleset, catalogue.kinds())
     if not unknown and not problems and not {"rules_file", "scoring", "sampling"} & set(skip):
         # the objects the daemon builds from these settings: whatever they reject, run would too
         try:
@@ -250,6 +250,31 @@ def _check_rules_and_scoring(settings: Settings, skip: Collection[str]) -> list[
             problems.append(
                 format_problem(("scoring",), {}, f"the scoring stage cannot be built: {exc}", "correct scoring")
             )
+    return problems
+
+
+def _check_per_scorer_ids(settings: Settings, ruleset: RuleSet | None, kinds: list[str]) -> list[str]:
+    """``sampling.per_scorer`` keys are scorer ids: a check of ``scoring.checks``, a scorer id of the
+    rules (``<id>[<tool>]`` counts as ``<id>``) or a registered kind; a key that names none of them
+    would never apply."""
+    ids = set(kinds) | set(settings.scoring.checks)
+    if ruleset is not None:
+        ids |= {sid for rule in ruleset.config.rules for sid in rule.scorers}
+    problems: list[str] = []
+    for key in settings.sampling.per_scorer:
+        base = key.split("[", 1)[0] if key.endswith("]") and "[" in key else key
+        if base in ids:
+            continue
+        close = difflib.get_close_matches(base, sorted(ids), n=1)
+        guess = f"did you mean `{close[0]}`? " if close else ""
+        problems.append(
+            format_problem(
+                ("sampling", "per_scorer", key),
+                settings.sampling.per_scorer[key],
+                f"no scorer has the id {key!r}, so this rate would never apply",
+                f"{guess}use the id of a check in scoring.checks, of a scorer in the rules file, or a scorer kind",
+            )
+        )
     return problems
 
 

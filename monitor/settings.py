@@ -5,8 +5,9 @@ keys joined with ``__``: ``MONITOR_KAFKA__BOOTSTRAP_SERVERS``), the YAML file gi
 :func:`load_settings` (or ``MONITOR_CONFIG``), then the defaults below. A bad value raises
 :class:`SettingsError`, whose message has one line per problem, ``<name> = <value>: <problem>. Fix:
 <fix>``, where ``<name>`` is the environment variable when the value came from one (else the dotted
-file key). Checks that need more than the values themselves (files, the scorer catalogue, the
-store driver, the HTTP address, the brokers) live in :mod:`monitor.preflight`.
+file key). Checks that need more than the values themselves (files, the scorer registry, the
+store driver, the HTTP address, the brokers) live in :mod:`monitor.preflight`: settings sit below
+every other package of the monitor and import none of them (``[tool.importlinter]`` in pyproject).
 
 Secrets: values are never shown in clear. :func:`mask_url` and :func:`mask_secrets` replace URL
 passwords and secret-looking parameters (``password``, ``token``, ``secret``, ``key``…) with
@@ -196,7 +197,8 @@ class ScoringSettings(_Section):
             "no_tool_needed_check",
             "forbidden_tool_check",
         ],
-        description="reference-free checks run on every sampled run",
+        description="reference-free checks run on every sampled run (kinds `monitor scorers` lists; "
+        "monitor config and monitor run check them against the scorer registry)",
     )
     score_children: bool = Field(True, description="score nested agent runs as runs of their own")
 

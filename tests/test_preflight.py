@@ -221,3 +221,46 @@ def test_logging_masks_secrets_and_keeps_client_libraries_out_of_debug() -> None
     logging.getLogger("kafka.net.connection").debug("Response 8: raw record bytes")
     assert "Response 8: raw record bytes" in out.getvalue()
     assert len([h for h in logging.getLogger().handlers if type(h).__name__ == "_MonitorHandler"]) == 1
+
+
+# --------------------------------------------------------------------------- scorer names (one registry)
+
+
+def test_a_misspelled_scorer_in_the_rules_file_is_a_problem_with_did_you_mean(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n"
+        "  - match: {agent: planner}\n"
+        "    scorers: {shema_check: {}, judge_tool_selectoin: {}, strict: {kind: schema_check, params: {tresh: 1}}}\n"
+    )
+    report = preflight(load_settings(rules_file=rules, http={"port": 0}), brokers=False)
+    assert report.exit_code == EXIT_CONFIG
+    assert list(report.problems[:2]) == [
+        f"rules_file = '{rules}': rules[0].scorers.shema_check: unknown scorer kind 'shema_check'. "
+        "Fix: did you mean 'schema_check'?",
+        f"rules_file = '{rules}': rules[0].scorers.judge_tool_selectoin: unknown scorer kind 'judge_tool_selectoin'. "
+        "Fix: did you mean 'judge_tool_selection'?",
+    ]
+    (params,) = report.problems[2:]
+    assert params.startswith(f"rules_file = '{rules}': rules[0].scorers.strict.params: unknown parameter 'tresh'")
+    assert params.endswith(f". Fix: correct {rules} (see docs/rules in SCORING.md §3.9)")
+
+
+def test_scoring_checks_and_sampling_ids_name_registered_scorers(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - scorers: {'tool_eval:lit': {params: {variant: literal}}}\n")
+    settings = load_settings(
+        rules_file=rules,
+        scoring={"checks": ["schema_check", "judge_goal_acuracy", "mastra_tool_call_accuracy", "judge_goal_accuracy"]},
+        sampling={"per_scorer": {"tool_eval:lit": 0.5, "schema_check[roll_die]": 0.5, "latency_chek": 0.1}},
+        http={"port": 0},
+    )
+    problems = preflight(settings, brokers=False).problems
+    assert [p.split(": ", 1)[0] for p in problems] == [
+        "scoring.checks.1 = 'judge_goal_acuracy'",
+        "scoring.checks.2 = 'mastra_tool_call_accuracy'",
+        "sampling.per_scorer.latency_chek = 0.1",
+    ]
+    assert problems[0].endswith("Fix: did you mean `judge_goal_accuracy`? use kinds that `monitor scorers` lists")
+    assert "this scorer needs parameters (" in problems[1] and "expected_tool" in problems[1]
+    assert "no scorer has the id 'latency_chek'" in problems[2] and "did you mean `latency_check`?" in problems[2]

@@ -8,8 +8,9 @@ native case's recorded ``actual`` (:func:`~monitor.rules.datasets.native.recorde
 without ``step`` or timings are model-selected calls), so both commands score them alike. Without
 ``scorers`` the native format's default scorers run. Output: a JSON array of ScoreResults
 (:func:`~monitor.evaluation.report.result_to_json`).
-Exit ``0`` when printed, ``2`` for invalid input. Judge kinds are ``not_applicable/judges_disabled``
-unless a judge implementation is registered and ``--no-judges`` is not given.
+Exit ``0`` when printed, ``2`` for invalid input (a scorer kind the registry does not know, with a
+did-you-mean, or a bad parameter). Judge kinds are ``not_applicable/judges_disabled`` unless the judge
+is implemented and ``--no-judges`` is not given.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from monitor.evaluation.engine import DisabledJudge, is_judge, utc_now
+from monitor.evaluation.engine import DisabledJudge, build_scorer, utc_now
 from monitor.evaluation.report import result_to_json
 from monitor.rules.datasets._common import Where
 from monitor.rules.datasets.model import DatasetError, ScorerSpec
@@ -31,7 +32,6 @@ from monitor.rules.datasets.native import (
     scorer_specs,
     validate,
 )
-from monitor.scoring import catalogue
 from monitor.scoring.base import ScorerConfigError
 from monitor.scoring.expectation import Expectation
 from monitor.scoring.result import ScoreResult
@@ -64,18 +64,17 @@ def score_document(
         for i, s in enumerate(where.key("scorers").array(top["scorers"])):
             validate(s, file, ref="scorer", base=f"$.scorers[{i}]")
         specs = scorer_specs(top["scorers"], where.key("scorers"))
-    known = catalogue.catalogue()
     stamp = now or utc_now()
     out: list[ScoreResult] = []
     for i, spec in enumerate(specs):
-        if is_judge(spec.kind) and (not judges or spec.kind not in known):
-            out.append(_stamped(DisabledJudge(spec.id, spec.kind, dict(spec.params)).result(runs[0]), stamp))
-            continue
         try:
-            scorer = catalogue.build(spec.kind, dict(spec.params), id=spec.id)
+            scorer = build_scorer(spec, judges=judges)
         except ScorerConfigError as exc:
             raise DatasetError(file, f"$.scorers[{i}]", "; ".join(exc.problems)) from None
-        out.append(_stamped(scorer.score_case(runs, refs), stamp))
+        if isinstance(scorer, DisabledJudge):
+            out.append(_stamped(scorer.result(runs[0]), stamp))
+        else:
+            out.append(_stamped(scorer.score_case(runs, refs), stamp))
     return out
 
 

@@ -1,8 +1,10 @@
-"""``monitor scorers``: the scorer catalogue (kind, version, peer, parameters with defaults).
+"""``monitor scorers``: the scorer registry (kind, class, version, peer, parameters with defaults).
 
-``--format table`` (default) prints a rich table; ``--format json`` a JSON array of
-``{kind, version, peer, summary, needs, turn_mode, defaults}``. The peer column names the tool whose
-numbers the scorer reproduces (SCORING.md §7); ``ours`` for our own checks.
+Every kind of :mod:`monitor.scoring.catalogue`, the judges of SCORING.md §4 included (marked ``not
+implemented`` until they are). ``--format table`` (default) prints a rich table; ``--format json`` a
+JSON array of ``{kind, kind_class, implemented, version, peer, section, summary, needs, turn_mode,
+defaults, builds_with_defaults}``. The peer column names the tool whose numbers the scorer reproduces (SCORING.md §7);
+``ours`` for our own checks.
 """
 
 from __future__ import annotations
@@ -17,42 +19,26 @@ from rich.table import Table
 
 from monitor.scoring import catalogue
 
-__all__ = ["PEERS", "catalogue_json", "run_scorers"]
-
-PEERS: dict[str, str] = {
-    "tool_eval": "seed-000 ToolEvaluator",
-    "tools_selected": "seed-001 toolsSelected",
-    "tools_avoided": "seed-001 toolsAvoided",
-    "tool_selection_f1": "seed-001 toolSelectionScore",
-    "trajectory_match": "agentevals 0.0.9 trajectory match",
-    "adk_tool_trajectory": "google-adk 2.13.0 tool_trajectory_avg_score",
-    "adk_response_match": "google-adk 2.13.0 response_match_score",
-    "ragas_tool_call_accuracy": "ragas 0.4.3 ToolCallAccuracy",
-    "ragas_tool_call_f1": "ragas 0.4.3 ToolCallF1",
-    "ragas_topic_adherence": "ragas 0.4.3 TopicAdherenceScore",
-    "mastra_tool_call_accuracy": "@mastra/evals 1.10.2 tool-call-accuracy (code)",
-    "deepeval_tool_correctness": "deepeval 4.3.1 ToolCorrectnessMetric",
-    "judge_tool_selection": "@mastra/evals tool-call-accuracy (LLM)",
-    "judge_argument_correctness": "deepeval ArgumentCorrectnessMetric",
-    "judge_goal_accuracy": "ragas AgentGoalAccuracy",
-    "judge_topic_adherence": "ragas TopicAdherenceScore",
-    "judge_trajectory_quality": "agentevals trajectory judge / ADK rubric judges",
-}
+__all__ = ["catalogue_json", "run_scorers"]
 
 
 def catalogue_json() -> list[dict[str, Any]]:
-    """Every registered scorer kind with its peer and default parameters."""
+    """Every registered scorer kind (code and judge) with its class, peer and default parameters."""
     out = []
     for kind, info in catalogue.catalogue().items():
         out.append(
             {
                 "kind": kind,
+                "kind_class": info.kind_class,
+                "implemented": info.implemented,
                 "version": info.version,
-                "peer": PEERS.get(kind, "ours"),
+                "peer": info.peer,
+                "section": info.section,
                 "summary": info.summary,
                 "needs": list(info.needs),
                 "turn_mode": info.turn_mode,
                 "defaults": info.defaults,
+                "builds_with_defaults": info.builds_with_defaults,
             }
         )
     return out
@@ -70,9 +56,13 @@ def run_scorers(fmt: str = "table", out: IO[str] | None = None) -> int:
         out.write("\n")
         return 0
     table = Table(show_header=True, header_style="bold", show_lines=True)
-    for col in ("kind", "version", "peer", "parameters (defaults)"):
+    for col in ("kind", "class", "version", "peer", "parameters (defaults)"):
         table.add_column(col, overflow="fold")
     for e in entries:
-        table.add_row(escape(e["kind"]), str(e["version"]), escape(e["peer"]), escape(_params(e["defaults"])))
+        klass = e["kind_class"] if e["implemented"] else f"{e['kind_class']} (not implemented)"
+        params = _params(e["defaults"]) if e["implemented"] else "threshold; others not declared yet"
+        if not e["builds_with_defaults"]:
+            params = f"(needs parameters)\n{params}"
+        table.add_row(escape(e["kind"]), klass, str(e["version"]), escape(e["peer"]), escape(params))
     Console(file=out, width=160, highlight=False).print(table)
     return 0

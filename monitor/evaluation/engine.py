@@ -18,13 +18,15 @@ result per repetition (``Scorer.score_case``). A repetition whose turn count dif
 gives ``error/invocation_count_mismatch``. Results carry ``case_id``, ``turn``, ``run_no`` and
 ``scored_at`` (from the injected clock).
 
-Judges: a ``judge_*`` kind is ``not_applicable/judges_disabled`` when judges are off or no judge
-implementation is registered in the catalogue; otherwise it is built and run like any scorer.
+Judges: a judge kind of the registry (:mod:`monitor.scoring.catalogue`) is
+``not_applicable/judges_disabled`` when judges are off or the judge is not implemented yet; otherwise
+it is built and run like any scorer. A kind the registry does not know is a dataset error (exit 2).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +49,7 @@ __all__ = [
     "DisabledJudge",
     "EvalOptions",
     "PreparedDataset",
+    "build_scorer",
     "evaluate_dataset",
     "is_judge",
     "missing_sources",
@@ -63,7 +66,7 @@ def utc_now() -> str:
 
 def is_judge(kind: str) -> bool:
     """LLM-judge kinds (SCORING.md §4) are named ``judge_*``."""
-    return kind.startswith("judge_")
+    return catalogue.is_judge_kind(kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,23 +129,30 @@ class EvalOptions:
 def prepare(dataset: Dataset, *, judges: bool) -> PreparedDataset:
     """Build every scorer of the dataset; a bad kind or parameter is a :class:`DatasetError` (exit 2)."""
     built: list[AnyScorer] = []
-    known = catalogue.catalogue()
     for i, spec in enumerate(dataset.scorers):
-        built.append(_build(spec, i, dataset.file, judges=judges, known=known))
+        try:
+            built.append(build_scorer(spec, judges=judges))
+        except ScorerConfigError as exc:
+            problem = f"scorer {spec.id!r}: {'; '.join(exc.problems)}"
+            raise DatasetError(dataset.file, f"$.scorers[{i}]", problem) from None
     ids = [s.id for s in built]
     for sid in dataset.gate.scorers:
         if sid not in ids:
-            raise DatasetError(dataset.file, f"$.gate.scorers.{sid}", f"gate names unknown scorer id {sid!r}")
+            close = difflib.get_close_matches(sid, ids, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise DatasetError(dataset.file, f"$.gate.scorers.{sid}", f"gate names unknown scorer id {sid!r}{hint}")
     return PreparedDataset(dataset, tuple(built))
 
 
-def _build(spec: ScorerSpec, index: int, file: str, *, judges: bool, known: Mapping[str, Any]) -> AnyScorer:
-    if is_judge(spec.kind) and (not judges or spec.kind not in known):
+def build_scorer(spec: ScorerSpec, *, judges: bool) -> AnyScorer:
+    """The scorer of ``spec`` from the registry (:mod:`monitor.scoring.catalogue`): a judge kind is a
+    :class:`DisabledJudge` when judges are off or the judge is not implemented yet (its parameters are
+    still checked). An unknown kind or bad parameter raises :class:`ScorerConfigError` (did-you-mean)."""
+    info = catalogue.lookup(spec.kind)
+    if info.kind_class == "judge" and (not judges or not info.implemented):
+        catalogue.validate_params(spec.kind, spec.params)
         return DisabledJudge(spec.id, spec.kind, dict(spec.params))
-    try:
-        return catalogue.build(spec.kind, dict(spec.params), id=spec.id)
-    except ScorerConfigError as exc:
-        raise DatasetError(file, f"$.scorers[{index}]", f"scorer {spec.id!r}: {'; '.join(exc.problems)}") from None
+    return catalogue.build(spec.kind, dict(spec.params), id=spec.id)
 
 
 def missing_sources(prepared: Sequence[PreparedDataset], options: EvalOptions) -> list[str]:

@@ -11,7 +11,9 @@ optionally ``scorers:`` (the native ``scorers`` list), validated with the shippe
       scorers: {tool_trajectory_avg_score: {threshold: 0.8, min_mean: 0.9}}
     scorers: [...]        # optional: replaces every dataset's scorers
 
-Merge rules: each gate field given replaces the dataset's; a ``gate.scorers`` entry replaces (or
+Scorer kinds and parameters are checked against the scorer registry when the file loads (an
+unknown kind is a dataset error with a did-you-mean, exit 2). Merge rules: each gate field given
+replaces the dataset's; a ``gate.scorers`` entry replaces (or
 adds) the gate of that scorer id in every dataset that has the id (an id no dataset has is an
 error). ``scorers`` replaces each dataset's scorer list; the dataset's gate entries whose ids no
 longer exist are dropped, and when none is left every new scorer gates.
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from monitor.rules.datasets._common import Where, read_document
+from monitor.rules.datasets._common import Where, did_you_mean, read_document
 from monitor.rules.datasets.model import Dataset, DatasetError, GateSpec, ScorerSpec
 from monitor.rules.datasets.native import scorer_specs, validate
 
@@ -71,6 +73,7 @@ def apply_gate_config(datasets: Sequence[Dataset], config: GateConfig) -> list[D
     """The datasets with the configuration merged in (see the module docstring)."""
     out: list[Dataset] = []
     used: set[str] = set()
+    every_id: set[str] = set()
     for ds in datasets:
         scorers = ds.scorers
         gates = dict(ds.gate.scorers)
@@ -81,6 +84,7 @@ def apply_gate_config(datasets: Sequence[Dataset], config: GateConfig) -> list[D
             if not gates:
                 gates = {s.id: GateSpec() for s in scorers}
         ids = {s.id for s in scorers}
+        every_id |= ids
         for sid, spec in config.scorers.items():
             if sid in ids:
                 gates[sid] = spec
@@ -89,5 +93,6 @@ def apply_gate_config(datasets: Sequence[Dataset], config: GateConfig) -> list[D
         out.append(dataclasses.replace(ds, scorers=scorers, gate=gate))
     for sid in config.scorers:
         if sid not in used:
-            raise DatasetError(config.file, f"$.gate.scorers.{sid}", f"no dataset has a scorer with id {sid!r}")
+            problem = f"no dataset has a scorer with id {sid!r}{did_you_mean(sid, sorted(every_id))}"
+            raise DatasetError(config.file, f"$.gate.scorers.{sid}", problem)
     return out

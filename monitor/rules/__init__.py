@@ -5,6 +5,8 @@ scorers apply to a production run.
     expectation = rules.expectation_for(run)      # merged rules (+ reference), catalogue filled
     reference = rules.reference_for(run)          # golden reference by run attribute, or None
     specs = rules.scorers_for(run.agent)          # ScorerSpec(id, kind, params) → spec.build()
+
+Scorer kinds are checked against :mod:`monitor.scoring.catalogue` when the rules load.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from monitor.rules.config import (
     RuleConfig,
     RulesConfig,
     RulesConfigError,
+    RulesProblem,
     ScorerConfig,
     ToolDefConfig,
     ToolScorerConfig,
@@ -32,6 +35,7 @@ __all__ = [
     "RuleSet",
     "RulesConfig",
     "RulesConfigError",
+    "RulesProblem",
     "ScorerConfig",
     "ScorerSpec",
     "ToolDefConfig",

@@ -41,6 +41,7 @@ one line per problem naming the key path, the bad value and the fix.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import types
@@ -62,6 +63,7 @@ __all__ = [
     "RuleConfig",
     "RulesConfig",
     "RulesConfigError",
+    "RulesProblem",
     "ScorerConfig",
     "ToolDefConfig",
     "ToolScorerConfig",
@@ -69,12 +71,27 @@ __all__ = [
 ]
 
 
-class RulesConfigError(ValueError):
-    """An invalid rules configuration. ``problems``: one line per problem (key path, value, fix)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class RulesProblem:
+    """One problem of a rules configuration with its parts apart: the ``key`` path, the ``problem``
+    and, when known, the ``fix`` (``str()`` is the problem line)."""
 
-    def __init__(self, source: str, problems: typing.Sequence[str]) -> None:
+    key: str
+    problem: str
+    fix: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.problem}" + (f"; {self.fix}" if self.fix else "")
+
+
+class RulesConfigError(ValueError):
+    """An invalid rules configuration. ``problems``: one line per problem (key path, value, fix);
+    ``issues``: the same problems, a :class:`RulesProblem` where the parts are known."""
+
+    def __init__(self, source: str, problems: typing.Sequence[str | RulesProblem]) -> None:
         self.source = source
-        self.problems = tuple(problems)
+        self.issues = tuple(problems)
+        self.problems = tuple(str(p) for p in problems)
         body = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid rules configuration in {source}:\n{body}")
 

@@ -18,10 +18,11 @@ immutable and pure: matching reads only the run.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,36 +37,19 @@ from monitor.rules.config import (
     RuleConfig,
     RulesConfig,
     RulesConfigError,
+    RulesProblem,
     ScorerConfig,
     format_validation_error,
 )
-from monitor.scoring.base import Scorer, ScorerConfigError
-from monitor.scoring.checks import CHECKS
+from monitor.scoring import catalogue
+from monitor.scoring.base import ScorerConfigError, ScorerParams
 from monitor.scoring.expectation import Budgets, Category, Expectation, ExpectedCall
+from monitor.scoring.spec import ScorerRegistry, ScorerSpec
 from monitor.trajectory.model import ABSENT, Run, ToolDef
 
 __all__ = ["RuleSet", "ScorerSpec", "merge_expect"]
 
-ScorerRegistry = Mapping[str, type[Scorer[Any]]]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class ScorerSpec:
-    """One configured scorer instance: ``id`` (unique), ``kind`` and effective ``params``
-    (``threshold`` included when configured)."""
-
-    id: str
-    kind: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-    def build(self, registry: ScorerRegistry | None = None) -> Scorer[Any]:
-        """Instantiate the scorer (``registry`` defaults to the §3 checks)."""
-        reg = CHECKS if registry is None else registry
-        cls = reg.get(self.kind)
-        if cls is None:
-            raise KeyError(f"scorer kind {self.kind!r} (id {self.id!r}) is not registered")
-        return cls(dict(self.params), id=self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,9 +191,10 @@ class RuleSet:
     ) -> None:
         """Build from a validated :class:`RulesConfig` (prefer :meth:`load` / :meth:`from_mapping`).
 
-        ``references`` are the golden references (inline ``references.cases`` plus the file);
-        ``scorer_registry`` validates the scorers' parameters: when given, every ``kind`` must be
-        in it; when None, the kinds of the §3 checks are validated and other kinds pass unchecked.
+        ``references`` are the golden references (inline ``references.cases`` plus the file).
+        Every scorer's ``kind`` must be registered in :mod:`monitor.scoring.catalogue` (judge kinds
+        included), and its parameters must be the kind's; ``scorer_registry`` (kind → class), when
+        given, replaces the catalogue for this check.
         """
         self.config = config
         self.source = source
@@ -293,32 +278,56 @@ class RuleSet:
         return cls(RulesConfig())
 
     def _validate_scorers(self) -> None:
-        problems: list[str] = []
+        """Every scorer entry names a registered kind (with a did-you-mean) and valid parameters."""
+        problems: list[str | RulesProblem] = []
         for rule in self._rules:
             for sid, sc in rule.config.scorers.items():
                 where = f"rules[{rule.index}].scorers.{sid}"
-                kind = _kind(sid, sc)
-                cls = (CHECKS if self._registry is None else self._registry).get(kind)
-                if cls is None:
-                    if self._registry is not None:
-                        known = ", ".join(sorted(self._registry))
-                        problems.append(f"{where}: unknown scorer kind {kind!r}; use one of: {known}")
-                    elif sc.tools:
-                        problems.append(
-                            f"{where}.tools: per-tool settings need a scorer with a tool filter "
-                            f"(the §3 checks: {', '.join(CHECKS)})"
-                        )
+                kind = catalogue.kind_of(sid, sc.kind)
+                at_kind = f"{where}.kind" if sc.kind is not None else where
+                model = self._params_model(kind, at_kind, problems)
+                if model is None:
                     continue
-                if sc.tools and "tools" not in cls.Params.model_fields:
-                    problems.append(f"{where}.tools: scorer kind {kind!r} has no per-tool filter; remove `tools`")
+                if sc.tools and "tools" not in model.model_fields:
+                    problems.append(
+                        RulesProblem(
+                            f"{where}.tools",
+                            f"scorer kind {kind!r} has no per-tool filter",
+                            "remove `tools` (per-tool settings need a scorer with a tool filter: the §3 checks)",
+                        )
+                    )
+                    continue
                 for spec_id, params in _expand(sid, sc):
                     at = f"{where}.params" if spec_id == sid else f"{where}.tools.{spec_id[len(sid) + 1 : -1]}.params"
                     try:
-                        cls.validate_params(params)
+                        self._validate_params(kind, params)
                     except ScorerConfigError as exc:
-                        problems.extend(f"{at}: {p}" for p in exc.problems)
+                        problems.extend(RulesProblem(at, p) for p in exc.problems)
         if problems:
             raise RulesConfigError(self.source, problems)
+
+    def _params_model(self, kind: str, at: str, problems: list[str | RulesProblem]) -> type[ScorerParams] | None:
+        """The parameter model of ``kind`` (the registry's, or the explicit ``scorer_registry``'s);
+        None, with the problem added, when the kind is not registered."""
+        if self._registry is not None:
+            cls = self._registry.get(kind)
+            if cls is None:
+                close = difflib.get_close_matches(kind, list(self._registry), n=1, cutoff=0.6)
+                fix = f"did you mean {close[0]!r}?" if close else f"use one of: {', '.join(sorted(self._registry))}"
+                problems.append(RulesProblem(at, f"unknown scorer kind {kind!r}", fix))
+                return None
+            return cls.Params
+        try:
+            return catalogue.lookup(kind).params_model
+        except catalogue.UnknownScorerKind as exc:
+            problems.append(RulesProblem(at, f"unknown scorer kind {kind!r}", exc.fix))
+            return None
+
+    def _validate_params(self, kind: str, params: Mapping[str, Any]) -> None:
+        if self._registry is not None:
+            self._registry[kind].validate_params(params)
+        else:
+            catalogue.validate_params(kind, params)
 
     # ----------------------------------------------------------------- queries
 
@@ -386,7 +395,7 @@ class RuleSet:
         for sid, entry in merged.items():
             if not entry["enabled"]:
                 continue
-            kind = entry["kind"] or sid.split(":", 1)[0]
+            kind = catalogue.kind_of(sid, entry["kind"])
             sc = ScorerConfig(
                 kind=kind,
                 params=entry["params"],
@@ -423,10 +432,6 @@ class RuleSet:
     @property
     def reference_count(self) -> int:
         return len(self._references)
-
-
-def _kind(sid: str, sc: ScorerConfig) -> str:
-    return sc.kind or sid.split(":", 1)[0]
 
 
 def _expand(sid: str, sc: ScorerConfig) -> list[tuple[str, dict[str, Any]]]:

@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-from monitor.scoring.checks import call_error
 from monitor.settings import SamplingSettings
+from monitor.trajectory.errors import call_error
 from monitor.trajectory.model import Run
 
 __all__ = ["SAMPLED_REASONS", "Sampler", "SamplingDecision", "SamplingReason", "unit_hash"]

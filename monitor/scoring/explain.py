@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.scoring.expectation import ExpectedCall
-from monitor.scoring.result import FailureKind, Issue, Severity
+from monitor.scoring.result import FailureKind, Issue, Severity, call_issue
 from monitor.trajectory.model import ABSENT, Malformed, ToolCall
 
 __all__ = ["ArgsMatcher", "Explanation", "explain", "hopcroft_karp", "json_safe", "pointer", "wrong_order_issue"]
@@ -118,33 +118,34 @@ def _matches(actual: ToolCall, expected: ExpectedCall, args_matcher: ArgsMatcher
     return args_matcher(actual, expected)
 
 
-def _diff(actual: ToolCall, expected: ExpectedCall, exact: bool) -> list[Issue]:
-    base: dict[str, Any] = {"tool": actual.name, "call_index": actual.index, "call_id": actual.call_id}
+def _diff(call: ToolCall, expected: ExpectedCall, exact: bool) -> list[Issue]:
     exp_args = expected.args
-    act_args = actual.args
+    act_args = call.args
     if exp_args is ABSENT or act_args is ABSENT:
         return []
     if not isinstance(exp_args, dict) or not isinstance(act_args, dict):
         if exp_args == act_args:
             return []
         kind = FailureKind.MALFORMED_ARGUMENTS if isinstance(act_args, Malformed) else FailureKind.WRONG_VALUE
-        return [Issue(kind, expected=json_safe(exp_args), actual=json_safe(act_args), **base)]
+        return [call_issue(kind, call, expected=json_safe(exp_args), actual=json_safe(act_args))]
     issues: list[Issue] = []
     for key, value in exp_args.items():
         if key not in act_args:
-            issues.append(Issue(FailureKind.MISSING_PARAMETER, parameter=pointer(key), expected=value, **base))
+            issues.append(call_issue(FailureKind.MISSING_PARAMETER, call, parameter=pointer(key), expected=value))
         elif act_args[key] != value:
             issues.append(
-                Issue(FailureKind.WRONG_VALUE, parameter=pointer(key), expected=value, actual=act_args[key], **base)
+                call_issue(FailureKind.WRONG_VALUE, call, parameter=pointer(key), expected=value, actual=act_args[key])
             )
     if exact:
         for key, value in act_args.items():
             if key not in exp_args:
-                issues.append(Issue(FailureKind.UNKNOWN_PARAMETER, parameter=pointer(key), actual=value, **base))
+                issues.append(call_issue(FailureKind.UNKNOWN_PARAMETER, call, parameter=pointer(key), actual=value))
     if not issues:
         # The scorer's matcher rejected arguments the plain per-key diff cannot tell apart
         # (e.g. a key-path override); report the pair as one wrong_value.
-        issues.append(Issue(FailureKind.WRONG_VALUE, expected=json_safe(exp_args), actual=json_safe(act_args), **base))
+        issues.append(
+            call_issue(FailureKind.WRONG_VALUE, call, expected=json_safe(exp_args), actual=json_safe(act_args))
+        )
     return issues
 
 
@@ -193,11 +194,9 @@ def explain(
     for i, j in zip(list(free_exp), list(free_act), strict=False):
         call = actual[j]
         issues.append(
-            Issue(
+            call_issue(
                 FailureKind.WRONG_TOOL,
-                tool=call.name,
-                call_index=call.index,
-                call_id=call.call_id,
+                call,
                 expected=_expected_json(expected[i]),
                 actual=json_safe(call.args),
                 detail={"expected_tool": expected[i].name},
@@ -211,15 +210,7 @@ def explain(
         issues.append(Issue(FailureKind.MISSING_TOOL, tool=expected[i].name, expected=_expected_json(expected[i])))
     for j in free_act:
         call = actual[j]
-        issues.append(
-            Issue(
-                FailureKind.UNNECESSARY_TOOL,
-                tool=call.name,
-                call_index=call.index,
-                call_id=call.call_id,
-                actual=json_safe(call.args),
-            )
-        )
+        issues.append(call_issue(FailureKind.UNNECESSARY_TOOL, call, actual=json_safe(call.args)))
 
     # 5. order
     if order_failed and not issues:
@@ -246,12 +237,10 @@ def _wrong_order(actual: Sequence[ToolCall], expected: Sequence[ExpectedCall], m
     if target is None:
         return Issue(FailureKind.WRONG_ORDER, severity=Severity.ERROR)
     i, j = target
-    call = actual[j]
-    return Issue(
+    return call_issue(
         FailureKind.WRONG_ORDER,
+        actual[j],
         tool=expected[i].name,
-        call_index=call.index,
-        call_id=call.call_id,
         expected=i,
         actual=j,
         detail={"expected_position": i, "actual_position": j},

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
+
+from monitor.trajectory.model import ToolCall
 
 
 class FailureKind(enum.StrEnum):
@@ -101,6 +103,41 @@ class Issue:
             "detail": self.detail,
             "turn": self.turn,
         }
+
+
+class _CallName(enum.Enum):
+    CALL_NAME = "the call's name"
+
+
+CALL_NAME: Final = _CallName.CALL_NAME
+"""Default ``tool`` of :func:`call_issue`: the name of the call the issue is about."""
+
+
+def call_issue(
+    kind: FailureKind | NoteKind,
+    call: ToolCall,
+    *,
+    severity: Severity = Severity.ERROR,
+    tool: str | _CallName | None = CALL_NAME,
+    parameter: str | None = None,
+    expected: Any = None,
+    actual: Any = None,
+    detail: Any = None,
+) -> Issue:
+    """An issue about one call (§5.2): ``call_index`` and ``call_id`` from ``call``, ``tool`` its name
+    unless given (a budget issue on the whole run names no tool; ``wrong_order`` names the expected
+    tool while pointing at the call found in its place)."""
+    return Issue(
+        kind,
+        severity,
+        call.name if tool is CALL_NAME else tool,
+        parameter,
+        call.index,
+        call.call_id,
+        expected,
+        actual,
+        detail,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,10 +3,9 @@
 :class:`ScoringStage` is pure (no I/O; the clock is injected) and, apart from
 :class:`Backpressure`, never raises. For one run handed to :meth:`ScoringStage.score`:
 
-1. **Sampling.** ``sampler.should_score(run)`` decides for the run and its whole tree (nested runs
-   inherit the decision of the run handed in, normally a top-level run from ``build_runs``); a run
-   not sampled yields ``[]``. The decision is deterministic, so the run loop may call
-   ``should_score`` itself first (for the ``runs_sampled`` metric) and get the same answer.
+1. **Sampling.** Whether a run is scored is decided once, before the stage, by the pipeline's sample
+   step (``sampler.should_score`` on the top-level run; nested runs inherit it). Every run handed to
+   :meth:`ScoringStage.score` is scored.
 2. **Runs scored.** The run, and when ``settings.scoring.score_children`` every nested run (depth
    first), each as a run of its own: its own expectation, scorers and draws.
 3. **Scorers of a run**, in this order:
@@ -55,27 +54,73 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from monitor.rules.ruleset import RuleSet, ScorerSpec
-from monitor.sampling.sampler import Sampler
 from monitor.scoring.base import Need, Scorer, ScorerConfigError, params_hash
+from monitor.scoring.catalogue import JUDGE_KIND_PREFIX, is_judge_kind, scorer_classes
 from monitor.scoring.expectation import Expectation
 from monitor.scoring.result import ScoreResult
+from monitor.scoring.spec import ScorerRegistry, ScorerSpec
 from monitor.settings import Settings
 from monitor.trajectory.model import Run
 
-__all__ = ["JUDGE_KIND_PREFIX", "Backpressure", "JudgeSubmitter", "ScoringStage", "has_reference", "is_judge_kind"]
+__all__ = [
+    "JUDGE_KIND_PREFIX",
+    "Backpressure",
+    "JudgeSubmitter",
+    "RuleSource",
+    "SamplingPolicy",
+    "ScoringStage",
+    "has_reference",
+    "is_judge_kind",
+]
 
 log = logging.getLogger(__name__)
 
-JUDGE_KIND_PREFIX: Final = "judge_"
-"""Scorer kinds starting with this prefix are LLM judges (SCORING.md §4), never run inline."""
 
-ScorerRegistry = Mapping[str, type[Scorer[Any]]]
+# --------------------------------------------------------------------------- what the stage needs
+# The stage depends on these small protocols, not on monitor.rules / monitor.sampling (which sit
+# beside or above scoring): monitor.rules.RuleSet and monitor.sampling.Sampler satisfy them.
+
+
+class _ScorerToggle(Protocol):
+    """A rule's setting for one scorer id (``monitor.rules.ScorerConfig``): ``enabled`` counts only
+    when it was set explicitly (it is in ``model_fields_set``)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def model_fields_set(self) -> Set[str]: ...
+
+
+class _RuleScorers(Protocol):
+    """A matching rule, as far as the stage reads it: its scorer settings by id."""
+
+    @property
+    def scorers(self) -> Mapping[str, _ScorerToggle]: ...
+
+
+class RuleSource(Protocol):
+    """Per-run rules (``monitor.rules.RuleSet``): the expectation, the scorer specs and the matching
+    rules (for ``enabled: false``) of a run."""
+
+    def expectation_for(self, run: Run, /) -> Expectation: ...
+
+    def scorers_for(self, run: Run, /) -> Sequence[ScorerSpec]: ...
+
+    def matching_rules(self, run: Run, /) -> Sequence[_RuleScorers]: ...
+
+
+class SamplingPolicy(Protocol):
+    """Scorer sampling (``monitor.sampling.Sampler``): whether a scorer runs on a run handed to the stage
+    (``flagged``: a code check flagged it). Whether the run is scored at all is decided before, once, by the
+    pipeline's sample step (:mod:`monitor.steps.sample`)."""
+
+    def scorer_enabled(self, scorer_id: str, run: Run, flagged: bool, /) -> bool: ...
 
 
 class Backpressure(Exception):
@@ -95,10 +140,6 @@ class JudgeSubmitter(Protocol):
     """
 
     def submit(self, run: Run, specs: Sequence[ScorerSpec]) -> None: ...
-
-
-def is_judge_kind(kind: str) -> bool:
-    return kind.startswith(JUDGE_KIND_PREFIX)
 
 
 def has_reference(expectation: Expectation) -> bool:
@@ -131,9 +172,7 @@ def has_reference(expectation: Expectation) -> bool:
 
 
 def _default_registry() -> dict[str, type[Scorer[Any]]]:
-    from monitor.scoring.catalogue import catalogue
-
-    return {kind: info.cls for kind, info in catalogue().items()}
+    return scorer_classes()
 
 
 def _params_key(params: Mapping[str, Any]) -> str:
@@ -169,8 +208,8 @@ class ScoringStage:
     def __init__(
         self,
         settings: Settings,
-        ruleset: RuleSet | None,
-        sampler: Sampler,
+        ruleset: RuleSource | None,
+        sampler: SamplingPolicy,
         clock: Callable[[], datetime],
         *,
         submitter: JudgeSubmitter | None = None,
@@ -212,16 +251,10 @@ class ScoringStage:
     def score(self, run: Run) -> list[ScoreResult]:
         """The results of every scorer on ``run`` and, with ``score_children``, its nested runs.
 
-        ``[]`` when the sampler skips the run. Raises only :class:`Backpressure` (from the judge
-        submitter); any other failure becomes an ``error/internal`` result or a log line.
+        The run is scored: whether it is sampled was decided before (the sample step). Raises only
+        :class:`Backpressure` (from the judge submitter); any other failure becomes an ``error/internal``
+        result or a log line.
         """
-        try:
-            decision = self.sampler.should_score(run)
-        except Exception:
-            log.exception("sampling failed for trace %s run %s; scoring the run", run.trace_id, run.run_id)
-        else:
-            if not decision.sampled:
-                return []
         scored_at = self._now()
         runs = list(run.walk()) if self.settings.scoring.score_children else [run]
         results: list[ScoreResult] = []

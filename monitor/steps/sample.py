@@ -5,8 +5,13 @@ runs sampled here."""
 
 from __future__ import annotations
 
+import logging
+
 from monitor.steps.contract import Message, Step, TransformStep
 from monitor.steps.work import SamplingPolicy, TraceWork
+from monitor.trajectory.model import Run
+
+log = logging.getLogger(__name__)
 
 Work = TraceWork | None
 
@@ -21,5 +26,12 @@ class SampleStep(TransformStep[Work, Work]):
     def process(self, message: Message[Work]) -> Message[Work]:
         work = message.payload
         if work is not None and work.runs:
-            work.sampled = [self.policy.should_score(run).sampled for run in work.runs]
+            work.sampled = [self._decide(run) for run in work.runs]
         return message
+
+    def _decide(self, run: Run) -> bool:
+        try:
+            return self.policy.should_score(run).sampled
+        except Exception:  # a sampling bug must not stop the daemon: score the run (and say so)
+            log.exception("sampling failed for trace %s run %s; scoring the run", run.trace_id, run.run_id)
+            return True

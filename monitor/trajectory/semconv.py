@@ -4,7 +4,8 @@ One place for every attribute name, event name and magic value; normalizers impo
 never spell a key inline. Sources: ``shared/reference/otel-agent-spans.md`` (§1 OTel GenAI,
 §2 OpenInference, §3 OpenLLMetry, §4 frameworks) and the spans recorded in
 ``tests/fixtures/frameworks``. The upstream constant modules are deprecated or version-specific,
-so we keep the strings here.
+so we keep the strings here. Which key gives which fact, in which priority, is the table of
+:mod:`monitor.trajectory.keytable`.
 """
 
 from __future__ import annotations

@@ -73,6 +73,7 @@ from monitor.sampling.sampler import Sampler
 from monitor.scoring.stage import ScoringStage
 from monitor.settings import Settings, load_settings
 from monitor.store import open_store
+from monitor.testing import ManualClock
 from tests.fuzz.strategies import (
     DLQ_COMFORT_BYTES,
     MAX_RECORD_BYTES,
@@ -125,14 +126,6 @@ def fuzz_settings(max_examples: int) -> settings:
 
 def seeded(test: Any) -> Any:
     return seed(int(SEED))(test) if SEED is not None else test
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class LogCapture(logging.Handler):
@@ -342,7 +335,7 @@ class Harness:
         spread: random.Random | None = None,
         unkeyed: bool = False,
         **sections: dict[str, Any],
-    ) -> tuple[Run, Clock, DeadLetterQueue]:
+    ) -> tuple[Run, ManualClock, DeadLetterQueue]:
         """Produce ``batch`` (after, with ``orphans``, one never-closing trace at offset 0 of every partition).
 
         Keyed records go to the key's partition; records without a key to partition 0, or with ``spread`` to
@@ -373,13 +366,15 @@ class Harness:
             headers = [(HEADER_EXAMPLE, str(n).encode()), (HEADER_INDEX, str(i).encode()), ("fuzz.null", None)]
             parts[partition].append(MemoryRecord(topic, partition, offset, rec.key, rec.value, headers))
             placed.append((rec, topic, partition, offset))
-        clock = Clock()
+        clock = ManualClock(1_000.0)
         loop, metrics, dlq = self.make_loop(s, broker, clock)
         outcomes = [decode_outcome(rec, s) for rec in batch.records]
         run = Run(batch, n, s, broker, loop, metrics, db, placed, outcomes, LogCapture())
         return run, clock, dlq
 
-    def make_loop(self, s: Settings, broker: MemoryBroker, clock: Clock) -> tuple[RunLoop, Metrics, DeadLetterQueue]:
+    def make_loop(
+        self, s: Settings, broker: MemoryBroker, clock: ManualClock
+    ) -> tuple[RunLoop, Metrics, DeadLetterQueue]:
         """A fresh process's loop (its own store connection, metrics registry and dead-letter producer)."""
         sampler = Sampler(s.sampling)
         stage = ScoringStage(s, None, sampler, lambda: datetime.fromtimestamp(WALL, UTC))
@@ -400,7 +395,7 @@ class Harness:
         return loop, metrics, dlq
 
 
-def drive(run: Run, clock: Clock) -> None:
+def drive(run: Run, clock: ManualClock) -> None:
     """Consume everything, let every trace close (root_idle 1 s, idle 2 s), process it, drain."""
     loop = run.loop
     asm = loop.assembler
@@ -411,9 +406,9 @@ def drive(run: Run, clock: Clock) -> None:
         run.max_open_bytes = max(run.max_open_bytes, getattr(asm, "open_bytes", 0))
         if loop.stats.records >= n:
             break
-        clock.now += 0.01
+        clock.advance(0.01)
     for _ in range(12):
-        clock.now += 1.0
+        clock.advance(1.0)
         loop.step()
     loop.drain(clock.now + DRAIN_S)
 
@@ -965,7 +960,7 @@ def test_a_restart_rereads_above_the_watermark_without_storing_or_dead_lettering
                 with contextlib.suppress(Exception):
                     dlq.close()
                 s2 = harness.settings(run.db, assembler={"root_idle_s": 1.0, "idle_s": 2.0})
-                clock2 = Clock()
+                clock2 = ManualClock(1_000.0)
                 second = harness.make_loop(s2, run.broker, clock2)
                 loop2, metrics2, _ = second
                 rerun = Run(batch, run.example, s2, run.broker, loop2, metrics2, run.db, run.placed, run.outcomes, logs)
@@ -975,9 +970,9 @@ def test_a_restart_rereads_above_the_watermark_without_storing_or_dead_lettering
                         loop2.step()
                         if loop2.stats.records >= n_total:
                             break
-                        clock2.now += 0.01
+                        clock2.advance(0.01)
                     for _ in range(12):
-                        clock2.now += 1.0
+                        clock2.advance(1.0)
                         loop2.step()
                     loop2.drain(clock2.now + DRAIN_S)
                 except Exception as exc:

@@ -27,18 +27,11 @@ from monitor.sampling.sampler import Sampler
 from monitor.scoring.stage import Backpressure, ScoringStage
 from monitor.settings import Settings, load_settings
 from monitor.store import open_store
+from monitor.testing import ManualClock
 from monitor.trajectory.model import Run
 
 TOPIC = "otlp_spans"
 WALL = 1.8e9  # the loop's wall clock and the results' scored_at agree (retention compares them)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FlakyJudgePool:
@@ -66,7 +59,7 @@ def settings_for(tmp_path: Path) -> Settings:
 
 
 def make_loop(
-    settings: Settings, broker: MemoryBroker, clock: Clock, *, ruleset: RuleSet | None = None, submitter=None
+    settings: Settings, broker: MemoryBroker, clock: ManualClock, *, ruleset: RuleSet | None = None, submitter=None
 ) -> RunLoop:  # type: ignore[no-untyped-def]
     sampler = Sampler(settings.sampling)
     stage = ScoringStage(settings, ruleset, sampler, lambda: datetime.fromtimestamp(WALL, UTC), submitter=submitter)
@@ -84,10 +77,10 @@ def make_loop(
     )
 
 
-def run_steps(loop: RunLoop, clock: Clock, steps: int) -> None:
+def run_steps(loop: RunLoop, clock: ManualClock, steps: int) -> None:
     for _ in range(steps):
         loop.step()
-        clock.now += 0.5
+        clock.advance(0.5)
 
 
 def produce_traffic(broker: MemoryBroker, runs: int, seed: int = 5) -> int:
@@ -99,7 +92,7 @@ def produce_traffic(broker: MemoryBroker, runs: int, seed: int = 5) -> int:
 
 
 def test_every_run_is_stored_once_and_the_end_is_committed(tmp_path: Path) -> None:
-    broker, clock = MemoryBroker(), Clock()
+    broker, clock = MemoryBroker(), ManualClock(1_000.0)
     produce_traffic(broker, 60)
     settings = settings_for(tmp_path)
     loop = make_loop(settings, broker, clock)
@@ -115,7 +108,7 @@ def test_every_run_is_stored_once_and_the_end_is_committed(tmp_path: Path) -> No
 
 
 def test_a_replay_from_offset_zero_stores_and_counts_nothing_twice(tmp_path: Path) -> None:
-    broker, clock = MemoryBroker(), Clock()
+    broker, clock = MemoryBroker(), ManualClock(1_000.0)
     produce_traffic(broker, 30)
     settings = settings_for(tmp_path)
     first = make_loop(settings, broker, clock)
@@ -129,7 +122,7 @@ def test_a_replay_from_offset_zero_stores_and_counts_nothing_twice(tmp_path: Pat
 
 
 def test_backpressure_pauses_the_partitions_keeps_polling_and_loses_nothing(tmp_path: Path) -> None:
-    broker, clock = MemoryBroker(), Clock()
+    broker, clock = MemoryBroker(), ManualClock(1_000.0)
     produce_traffic(broker, 20)
     settings = settings_for(tmp_path)
     rules = RuleSet.from_mapping({"rules": [{"match": {}, "scorers": {"judge_tool_selection": {}}}]})
@@ -142,7 +135,7 @@ def test_backpressure_pauses_the_partitions_keeps_polling_and_loses_nothing(tmp_
     polls = source.polls
     committed_while_paused = dict(broker.committed.get("memory", {}))
     for _ in range(20):
-        clock.now += 0.5
+        clock.advance(0.5)
         loop.step()
         if not loop.paused:
             break
@@ -156,7 +149,7 @@ def test_backpressure_pauses_the_partitions_keeps_polling_and_loses_nothing(tmp_
 
 
 def test_revocation_commits_closed_work_and_drops_open_traces(tmp_path: Path) -> None:
-    broker, clock = MemoryBroker(), Clock()
+    broker, clock = MemoryBroker(), ManualClock(1_000.0)
     settings = settings_for(tmp_path)
     broker.create_topic(TOPIC, 2)
     gen = TrafficGenerator(seed=9, malformed_ratio=0.0)
@@ -185,7 +178,7 @@ def test_revocation_commits_closed_work_and_drops_open_traces(tmp_path: Path) ->
 
 @pytest.mark.parametrize("runs", [1, 25])
 def test_drain_stores_and_commits_what_closed(tmp_path: Path, runs: int) -> None:
-    broker, clock = MemoryBroker(), Clock()
+    broker, clock = MemoryBroker(), ManualClock(1_000.0)
     produce_traffic(broker, runs)
     loop = make_loop(settings_for(tmp_path), broker, clock)
     run_steps(loop, clock, 4)

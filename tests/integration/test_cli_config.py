@@ -241,3 +241,34 @@ def test_the_startup_line_masks_the_store_password_and_secret_parameters(
     started = [line for line in text.splitlines() if "started: topics" in line]
     assert len(started) == 1 and ":***@" in started[0] and "sslpassword=***" in started[0], text[-3000:]
     assert "hunter2" not in text and "s3cr3t-key" not in text
+
+
+@pytest.mark.parametrize("where", ["settings", "rules_file"])
+def test_a_misspelled_scorer_is_exit_2_with_did_you_mean_and_run_starts_nothing(
+    tmp_path: Path, kafka_bootstrap: str, where: str
+) -> None:
+    db = tmp_path / "results.db"
+    doc: dict[str, Any] = {
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "store": {"url": f"sqlite:///{db}"},
+        "http": {"host": "127.0.0.1", "port": 0},
+    }
+    if where == "settings":
+        doc["scoring"] = {"checks": ["schema_check", "shema_check"]}
+        expected = "  - scoring.checks.1 = 'shema_check': no scorer of this kind. Fix: did you mean `schema_check`?"
+    else:
+        rules = tmp_path / "rules.yaml"
+        rules.write_text("rules:\n  - match: {agent: planner}\n    scorers: {shema_check: {}}\n")
+        doc["rules_file"] = str(rules)
+        expected = (
+            f"  - rules_file = '{rules}': rules[0].scorers.shema_check: unknown scorer kind 'shema_check'. "
+            "Fix: did you mean 'schema_check'?"
+        )
+    cfg = _write(tmp_path / "monitor.yaml", doc)
+    for command in ("config", "run"):
+        done = monitor(command, "--config", str(cfg), cwd=tmp_path)
+        assert done.returncode == 2, (command, done.stderr)
+        problems = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
+        assert len(problems) == 1 and problems[0].startswith(expected), done.stderr
+        assert done.stdout == "" and "Traceback" not in done.stderr and "valid:" not in done.stderr
+    assert not db.exists()  # run neither created nor migrated the store

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from monitor.rules import RulesConfigError, RuleSet, ScorerSpec
+from monitor.scoring.base import ScorerConfigError
 from monitor.scoring.checks import CHECKS, ForbiddenToolCheck, NoToolNeededCheck, RepetitionCheck, SchemaCheck
 from monitor.scoring.expectation import Expectation
 from monitor.trajectory.model import ABSENT
@@ -258,8 +259,10 @@ def test_scorer_specs_build_check_instances(rules: RuleSet) -> None:
     base, per_tool = built[1].score(run, exp), built[2].score(run, exp)
     assert base.details["calls"] == 3 and per_tool.details["calls"] == 5
     assert per_tool.details["repeated_calls"] == 0
+    with pytest.raises(ScorerConfigError, match="did you mean 'schema_check'"):
+        ScorerSpec("x", "shema_check").build()  # the default registry is the scorer catalogue
     with pytest.raises(KeyError, match="not registered"):
-        ScorerSpec("x", "nope").build()
+        ScorerSpec("x", "tool_eval").build(CHECKS)  # an explicit registry
 
 
 def test_scorer_merge_enabled_and_kind_from_id() -> None:

@@ -17,6 +17,7 @@ from monitor.settings import Settings
 from monitor.steps.contract import Message, MessageRejected, TopicPartition
 from monitor.steps.work import InFlight, LoopStats, StoreAvailability
 from monitor.store import ResultStore, open_store
+from monitor.testing import ManualClock
 
 T = TypeVar("T")
 TOPIC = "steps_spans"
@@ -61,14 +62,6 @@ class Collect(Generic[T]):
         return [m.payload for m in self.messages]
 
 
-class Clock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @dataclass
 class Parts:
     """The real parts a step needs, for one test."""
@@ -78,7 +71,7 @@ class Parts:
     metrics: Metrics
     health: HealthState
     dlq: DeadLetterQueue
-    clock: Clock = field(default_factory=Clock)
+    clock: ManualClock = field(default_factory=lambda: ManualClock(1_000.0))
     stats: LoopStats = field(default_factory=LoopStats)
     inflight: InFlight = field(default_factory=InFlight)
 

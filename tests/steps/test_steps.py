@@ -34,10 +34,11 @@ from monitor.steps.score import ScoreStep
 from monitor.steps.store import StoreStep
 from monitor.steps.work import Decoded, TraceWork
 from monitor.store import open_store
+from monitor.testing import ManualClock
 from monitor.trajectory.assembler import AssemblerLimits
 from monitor.trajectory.model import Run
 from tests.spanutil import Recorder, span
-from tests.steps.conftest import TOPIC, Clock, Collect, Parts, make_settings
+from tests.steps.conftest import TOPIC, Collect, Parts, make_settings
 from tests.support.daemon import agent_traffic
 
 Work = TraceWork | None
@@ -292,7 +293,7 @@ def test_score_refuses_while_the_judges_push_back_and_backs_off(parts: Parts) ->
     with pytest.raises(MessageRejected):  # within the backoff: refused without scoring again
         score.submit(Message(work))
     assert pool.accepted == []
-    parts.clock.now += 0.2
+    parts.clock.advance(0.2)
     score.submit(Message(work))
     assert pool.accepted and work.rows and score.pressure() == frozenset()
 
@@ -359,7 +360,7 @@ def test_store_holds_its_batch_through_an_outage_and_refuses_more(tmp_path: Path
         with pytest.raises(MessageRejected):
             step.submit(Message(works[1]))
         shutil.move(tmp_path / "away", data)
-        parts.clock.now += 0.2  # past the backoff
+        parts.clock.advance(0.2)  # past the backoff
         step.poll()
         assert step.pressure() == frozenset() and [m.payload for m in end.messages] == [works[0]]
     finally:
@@ -442,7 +443,7 @@ def test_the_chain_commits_past_runs_sampled_out(tmp_path: Path) -> None:
     from monitor.export.metrics import Metrics
     from monitor.ingest.dlq import DeadLetterQueue
 
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     sampler = Sampler(settings.sampling)
     store = open_store(settings.store)
     loop = build_loop(
@@ -459,7 +460,7 @@ def test_the_chain_commits_past_runs_sampled_out(tmp_path: Path) -> None:
     try:
         for _ in range(5):
             loop.step()
-            clock.now += 1.0
+            clock.advance(1.0)
         loop.commit()
         assert loop.stats.runs == 5 and loop.stats.results_new == 0 and loop.held == 0
         assert broker.committed["memory"] == {TP: 10}

@@ -1,8 +1,11 @@
-"""FakeAnthropic against the real ``anthropic`` SDK: sync, streaming, errors/retries, batches."""
+"""FakeAnthropic (``monitor.testing``) against the real ``anthropic`` SDK: sync, streaming, errors/retries, batches,
+judge verdicts, rate limits and slow answers."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.request
 
 import anthropic
@@ -233,3 +236,158 @@ def test_server_is_stdlib_http_on_loopback_and_records_raw_requests() -> None:
     assert answer["content"] == [{"type": "text", "text": "plain"}]
     assert count["input_tokens"] > 0
     assert fake.requests[0].path == "/v1/messages" and fake.requests[0].status == 200
+
+
+# ------------------------------------------------------------------ judges, faults, slow answers
+
+VERDICT_TOOL = {
+    "name": "record_verdict",
+    "description": "Record the verdict.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"score": {"type": "number"}, "reason": {"type": "string"}},
+        "required": ["score", "reason"],
+    },
+}
+
+
+def judge_request(c: anthropic.Anthropic, **kwargs: object) -> anthropic.types.Message:
+    return c.messages.create(  # type: ignore[call-overload,no-any-return]
+        model=MODEL,
+        max_tokens=200,
+        messages=USER,
+        tools=[VERDICT_TOOL],
+        tool_choice={"type": "tool", "name": "record_verdict"},
+        **kwargs,
+    )
+
+
+def test_one_import_path_for_the_shipped_fake() -> None:
+    import monitor.testing
+    import tests.support.fake_anthropic as support
+
+    assert monitor.testing.FakeAnthropic is FakeAnthropic is support.FakeAnthropic
+    assert monitor.testing.Turn is Turn and monitor.testing.AnthropicError is Error
+
+
+def test_script_verdict_answers_a_forced_tool_choice_with_one_tool_use_block() -> None:
+    with FakeAnthropic() as fake:
+        fake.script_verdict("record_verdict", {"score": 0.8, "reason": "right tool"}, usage={"output_tokens": 12})
+        message = judge_request(fake.client())
+    (block,) = message.content
+    assert block.type == "tool_use" and block.name == "record_verdict"
+    assert block.input == {"score": 0.8, "reason": "right tool"}
+    assert message.stop_reason == "tool_use" and message.usage.output_tokens == 12
+    assert fake.message_requests[0]["tool_choice"] == {"type": "tool", "name": "record_verdict"}
+    assert fake.unexpected == []
+
+
+def test_script_verdict_checks_the_request_and_the_verdict() -> None:
+    with FakeAnthropic() as fake:
+        c = fake.client(max_retries=0)
+        fake.script_verdict("record_verdict", {"score": 1})
+        with pytest.raises(anthropic.BadRequestError):  # the tool is not offered: 400, as the API
+            c.messages.create(model=MODEL, max_tokens=5, messages=USER)
+        assert "does not offer" in fake.unexpected[-1]
+        fake.script_verdict("record_verdict", {"score": 1})  # misses the required "reason": noted, still sent
+        assert judge_request(c).content[0].input == {"score": 1}  # type: ignore[union-attr]
+        assert "misses required properties ['reason']" in fake.unexpected[-1]
+        fake.script_verdict("other_tool", {"x": 1})
+        with pytest.raises(anthropic.BadRequestError):
+            judge_request(c)
+        assert "forces 'record_verdict'" in fake.unexpected[-1]
+        fake.script_verdict("record_verdict", {"score": "bad"}, check=False)
+        assert judge_request(c).content[0].input == {"score": "bad"}  # type: ignore[union-attr]
+        assert len(fake.unexpected) == 3
+
+
+def test_script_verdict_answers_batch_requests_too() -> None:
+    params = {
+        "model": MODEL,
+        "max_tokens": 50,
+        "messages": USER,
+        "tools": [VERDICT_TOOL],
+        "tool_choice": {"type": "tool", "name": "record_verdict"},
+    }
+    with FakeAnthropic() as fake:
+        fake.script_verdict("record_verdict", {"score": 1.0, "reason": "a"})
+        fake.script_verdict("record_verdict", {"score": 0.0, "reason": "b"})
+        c = fake.client()
+        batch = c.messages.batches.create(requests=[{"custom_id": f"r{i}", "params": params} for i in range(2)])  # type: ignore[misc]
+        results = {r.custom_id: r.result for r in c.messages.batches.results(batch.id)}
+    assert results["r1"].message.content[0].input == {"score": 0.0, "reason": "b"}  # type: ignore[union-attr]
+    assert fake.unexpected == []
+
+
+def test_rate_limit_sends_retry_after_in_seconds_and_the_sdk_waits_for_it() -> None:
+    with FakeAnthropic(["ok"]) as fake:
+        fake.rate_limit(retry_after=2, headers={"anthropic-ratelimit-requests-remaining": "0"})
+        with pytest.raises(anthropic.RateLimitError) as info:
+            fake.client(max_retries=0).messages.create(model=MODEL, max_tokens=5, messages=USER)
+        headers = info.value.response.headers
+        assert headers["retry-after"] == "2" and "retry-after-ms" not in headers
+        assert headers["anthropic-ratelimit-requests-remaining"] == "0"
+        assert info.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+
+        fake.rate_limit(retry_after=0.3)
+        started = time.monotonic()
+        answer = fake.client(max_retries=1).messages.create(model=MODEL, max_tokens=5, messages=USER)
+        assert time.monotonic() - started >= 0.3 and answer.content[0].text == "ok"  # type: ignore[union-attr]
+    assert [r.status for r in fake.requests] == [429, 429, 200]
+
+
+def test_overloaded_and_server_errors_carry_anthropics_error_types() -> None:
+    with FakeAnthropic() as fake:
+        c = fake.client(max_retries=0)
+        fake.overloaded()
+        fake.server_error(503)
+        fake.server_error(504)
+        for status, kind in [(529, "overloaded_error"), (503, "api_error"), (504, "timeout_error")]:
+            with pytest.raises(anthropic.APIStatusError) as info:
+                c.messages.create(model=MODEL, max_tokens=5, messages=USER)
+            assert info.value.status_code == status and info.value.body["error"]["type"] == kind  # type: ignore[index]
+        with pytest.raises(ValueError):
+            fake.server_error(429)
+        assert fake.turns_used == 0, "injected errors consume no turn"
+
+
+def test_slow_answers_time_the_client_out_and_the_script_goes_on() -> None:
+    with FakeAnthropic(["late", "on time", Turn(text="turn delay", delay=0.3)]) as fake:
+        fake.delay_next(1.0)
+        c = fake.client(max_retries=0, timeout=0.3)
+        with pytest.raises(anthropic.APITimeoutError):
+            c.messages.create(model=MODEL, max_tokens=5, messages=USER)
+        assert c.messages.create(model=MODEL, max_tokens=5, messages=USER).content[0].text == "on time"  # type: ignore[union-attr]
+        started = time.monotonic()
+        slow = fake.client(max_retries=0, timeout=5).messages.create(model=MODEL, max_tokens=5, messages=USER)
+        assert slow.content[0].text == "turn delay" and time.monotonic() - started >= 0.3  # type: ignore[union-attr]
+    assert fake.unexpected == []
+
+
+def test_latency_applies_to_every_answer_and_stop_does_not_wait_for_delays() -> None:
+    fake = FakeAnthropic(default="x", latency=0.2).start()
+    started = time.monotonic()
+    fake.client().messages.create(model=MODEL, max_tokens=5, messages=USER)
+    assert time.monotonic() - started >= 0.2
+    fake.delay_next(30)
+    errors: list[Exception] = []
+
+    def call() -> None:
+        try:
+            fake.client(max_retries=0).messages.create(model=MODEL, max_tokens=5, messages=USER)
+        except anthropic.APIConnectionError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    fake.stop()
+    assert time.monotonic() - started < 5
+    thread.join(10)
+    assert len(errors) == 1, "the delayed request's connection is dropped"
+
+
+def test_env_points_a_subprocess_sdk_at_the_fake() -> None:
+    with FakeAnthropic() as fake:
+        assert fake.env() == {"ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "test-key"}

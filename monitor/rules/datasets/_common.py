@@ -15,14 +15,18 @@ from typing import Any, NoReturn
 
 import yaml
 
-from monitor.rules.datasets.model import DatasetError
+from monitor.rules.datasets.model import DatasetError, ScorerSpec
+from monitor.scoring import catalogue
+from monitor.scoring.base import ScorerConfigError
 from monitor.trajectory.model import Message, Messages, TextPart
 
 __all__ = [
     "JsonLines",
     "Where",
     "camel_to_snake",
+    "did_you_mean",
     "read_document",
+    "registered_scorer",
     "snake_to_camel",
     "user_message",
 ]
@@ -217,3 +221,27 @@ def _type_name(value: Any) -> str:
 def user_message(text: str) -> Messages:
     """One ``user`` message holding ``text``."""
     return (Message("user", (TextPart(text),)),)
+
+
+# ----------------------------------------------------------------------------- scorers
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the names of ``known`` close to ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def registered_scorer(sid: str, kind: str, params: Mapping[str, Any] | None, where: Where) -> ScorerSpec:
+    """A :class:`ScorerSpec` whose kind is registered in :mod:`monitor.scoring.catalogue` and whose
+    parameters are the kind's; else a :class:`DatasetError` at ``where.kind`` (with a did-you-mean) or
+    ``where.params``."""
+    try:
+        catalogue.lookup(kind)
+    except catalogue.UnknownScorerKind as exc:
+        where.key("kind").fail(f"unknown scorer kind {kind!r}; {exc.fix}")
+    try:
+        catalogue.validate_params(kind, params)
+    except ScorerConfigError as exc:
+        where.key("params").fail(f"scorer {sid!r}: {'; '.join(exc.problems)}")
+    return ScorerSpec(sid, kind, dict(params or {}))

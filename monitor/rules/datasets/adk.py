@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from monitor.rules.datasets._common import Where, camel_to_snake, read_document, user_message
+from monitor.rules.datasets._common import Where, camel_to_snake, did_you_mean, read_document, user_message
 from monitor.rules.datasets.model import Case, Dataset, Gate, GateSpec, ScorerSpec, Turn
 from monitor.scoring.expectation import Expectation, ExpectedCall
 
@@ -194,7 +194,14 @@ def criteria_scorers(
             if skip_unsupported:
                 skipped.append(metric)
                 continue
-            why = "not supported" if metric in UNSUPPORTED_METRICS else "unknown metric"
+            known = [
+                _TRAJECTORY,
+                _RESPONSE,
+                *sorted(_RUBRIC_JUDGES),
+                *sorted(_GOAL_JUDGES),
+                *sorted(UNSUPPORTED_METRICS),
+            ]
+            why = "not supported" if metric in UNSUPPORTED_METRICS else "unknown metric" + did_you_mean(metric, known)
             at.fail(f"ADK metric {metric!r}: {why} (use --skip-unsupported to leave it out)")
         scorers.append(ScorerSpec(metric, kind, params))
         gates[metric] = GateSpec(threshold=threshold, aggregate="mean")

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from monitor.scoring.expectation import Expectation
+from monitor.scoring.spec import ScorerSpec
 from monitor.trajectory.model import Messages, Run, ToolDef
+
+__all__ = ["Case", "Dataset", "DatasetError", "DatasetSource", "Gate", "GateSpec", "ScorerSpec", "Turn"]
 
 DatasetSource: TypeAlias = Literal["native", "adk", "adk_legacy", "ragas", "seed001", "seed000"]
 
@@ -23,15 +26,6 @@ class Turn:
     @property
     def text(self) -> str:
         return "\n".join(m.text for m in self.input if m.role == "user" and m.text)
-
-
-@dataclass(frozen=True, slots=True)
-class ScorerSpec:
-    """A scorer instance a dataset asks for: ``kind`` + parameters, referenced by ``id`` in the gate."""
-
-    id: str
-    kind: str
-    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from typing import Any
 import jsonschema
 import jsonschema.exceptions
 
-from monitor.rules.datasets._common import JsonLines, Where
+from monitor.rules.datasets._common import JsonLines, Where, did_you_mean, registered_scorer
 from monitor.rules.datasets.model import Case, Dataset, DatasetError, Gate, GateSpec, ScorerSpec, Turn
 from monitor.scoring.checks.schema_check import compile_schema
 from monitor.scoring.expectation import Budgets, Expectation, ExpectedCall
@@ -274,6 +274,7 @@ def gate_from_native(raw: Mapping[str, Any] | None, scorer_ids: Sequence[str], w
             if sid not in scorer_ids:
                 where.key("scorers").key(sid).fail(
                     f"gate names scorer {sid!r}, which is not among the scorers ({', '.join(scorer_ids)})"
+                    + did_you_mean(sid, scorer_ids)
                 )
             gates[sid] = GateSpec(
                 threshold=spec.get("threshold"),
@@ -293,7 +294,8 @@ def gate_from_native(raw: Mapping[str, Any] | None, scorer_ids: Sequence[str], w
 
 
 def scorer_specs(raw: Sequence[Mapping[str, Any]] | None, where: Where) -> tuple[ScorerSpec, ...]:
-    """Scorer specs from a validated ``scorers`` list (id defaults to the kind; ids must be unique)."""
+    """Scorer specs from a validated ``scorers`` list (id defaults to the kind; ids must be unique;
+    kinds and parameters are checked against the scorer registry)."""
     if raw is None:
         return NATIVE_DEFAULT_SCORERS
     out: list[ScorerSpec] = []
@@ -303,7 +305,7 @@ def scorer_specs(raw: Sequence[Mapping[str, Any]] | None, where: Where) -> tuple
         if sid in seen:
             where.item(i).fail(f"duplicate scorer id {sid!r}: give each instance its own 'id'")
         seen.add(sid)
-        out.append(ScorerSpec(sid, s["kind"], dict(s.get("params") or {})))
+        out.append(registered_scorer(sid, s["kind"], s.get("params"), where.item(i)))
     return tuple(out)
 
 

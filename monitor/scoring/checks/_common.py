@@ -6,15 +6,15 @@ Everything here is pure and cheap: the checks run on every closed run.
 * :func:`check_calls` — the §1.3 view narrowed by the ``tools`` / ``exclude_tools`` filter;
 * :class:`Definitions` — the §3.1 / §3.2 definition lookup (emitting step → owning run →
   configured catalogue), which maps each call of a flattened view back to the run that owns it;
-* :func:`call_error` — §3.3's "did this call error" (the builder's ``ToolCall.error`` or an MCP
-  ``CallToolResult`` with ``isError: true``);
+* :func:`call_error` — §3.3's "did this call error" (re-exported from
+  :mod:`monitor.trajectory.errors`, where the sampler reads it too);
 * :func:`truncate_value`, :func:`json_pointer`, :func:`matches_any`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -22,7 +22,8 @@ from typing import Any
 import pydantic
 
 from monitor.scoring.base import Scorer, Threshold, ViewParams
-from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall, ToolDef, ToolError
+from monitor.trajectory.errors import MCP_TOOL_ERROR, call_error
+from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall, ToolDef
 
 __all__ = [
     "ACTUAL_MAX_CHARS",
@@ -45,9 +46,6 @@ ACTUAL_MAX_CHARS = 200
 
 DETAIL_MAX_CHARS = 500
 """§3.3: error messages are kept to 500 characters (also the cap for validator messages)."""
-
-MCP_TOOL_ERROR = "MCP_TOOL_ERROR"
-"""``error.type`` given to a call whose result is an MCP ``CallToolResult`` with ``isError: true``."""
 
 
 class CheckParams(ViewParams):
@@ -121,34 +119,6 @@ def truncate_value(value: Any, limit: int = ACTUAL_MAX_CHARS) -> Any:
 def json_pointer(path: Iterable[Any]) -> str:
     """RFC 6901 JSON Pointer of a path (``["filters", 0, "op"]`` → ``/filters/0/op``; root → ``""``)."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
-
-
-def _result_text(result: Mapping[str, Any]) -> str:
-    content = result.get("content")
-    if not isinstance(content, list):
-        return ""
-    texts = [
-        str(part.get("text"))
-        for part in content
-        if isinstance(part, Mapping) and part.get("type") == "text" and part.get("text")
-    ]
-    return "\n".join(texts)
-
-
-def call_error(call: ToolCall) -> ToolError | None:
-    """§3.3: the call's error, or None.
-
-    The trajectory builder already fills ``ToolCall.error`` from span status, ``error.type``, the
-    ``exception`` event, strands' ``gen_ai.tool.status`` and pydantic-ai's failure attribute (in
-    that order); this adds the last rule, a result that is an MCP ``CallToolResult`` with
-    ``isError: true`` (``error.type`` = ``MCP_TOOL_ERROR``, message = its text content).
-    """
-    if call.error is not None:
-        return call.error
-    result = call.result
-    if isinstance(result, Mapping) and result.get("isError") is True:
-        return ToolError(MCP_TOOL_ERROR, truncate_text(_result_text(result)))
-    return None
 
 
 # --------------------------------------------------------------------------- definitions (§3.1, §3.2)

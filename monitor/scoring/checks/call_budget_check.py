@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer
 from monitor.scoring.checks._common import CheckParams, check_calls
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue
+from monitor.scoring.result import FailureKind, Issue, call_issue
 from monitor.trajectory.model import Run, ToolCall
 
 __all__ = ["CallBudgetCheck", "CallBudgetCheckParams"]
@@ -55,13 +55,11 @@ class CallBudgetCheck(Scorer[CallBudgetCheckParams]):
             count = len(matching)
             score = min(score, _ratio(limit, count))
             if count > limit:
-                first = matching[limit]
                 issues.append(
-                    Issue(
-                        kind=FailureKind.EXCESS_CALLS,
+                    call_issue(
+                        FailureKind.EXCESS_CALLS,
+                        matching[limit],  # the first call over the budget
                         tool=tool,
-                        call_index=first.index,
-                        call_id=first.call_id,
                         expected=limit,
                         actual=count,
                         detail={"budget": "max_tool_calls" if tool is None else "max_calls_per_tool"},

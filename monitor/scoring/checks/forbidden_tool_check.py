@@ -14,7 +14,7 @@ from typing import ClassVar
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer
 from monitor.scoring.checks._common import CheckParams, check_calls, matches_any
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue
+from monitor.scoring.result import FailureKind, Issue, call_issue
 from monitor.trajectory.model import Run
 
 __all__ = ["ForbiddenToolCheck", "ForbiddenToolCheckParams"]
@@ -43,11 +43,9 @@ class ForbiddenToolCheck(Scorer[ForbiddenToolCheckParams]):
             pattern = matches_any(call.name, patterns)
             if pattern is not None:
                 issues.append(
-                    Issue(
-                        kind=FailureKind.FORBIDDEN_TOOL,
-                        tool=call.name,
-                        call_index=call.index,
-                        call_id=call.call_id,
+                    call_issue(
+                        FailureKind.FORBIDDEN_TOOL,
+                        call,
                         expected=list(patterns),
                         actual=call.name,
                         detail={"pattern": pattern},

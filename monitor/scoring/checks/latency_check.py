@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer
 from monitor.scoring.checks._common import CheckParams, check_calls
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue
+from monitor.scoring.result import FailureKind, Issue, call_issue
 from monitor.trajectory.model import Run
 
 __all__ = ["LatencyCheck", "LatencyCheckParams", "tool_budget"]
@@ -64,11 +64,9 @@ class LatencyCheck(Scorer[LatencyCheckParams]):
                 if ms > budget:
                     slow += 1
                     issues.append(
-                        Issue(
-                            kind=FailureKind.TOOL_LATENCY,
-                            tool=call.name,
-                            call_index=call.index,
-                            call_id=call.call_id,
+                        call_issue(
+                            FailureKind.TOOL_LATENCY,
+                            call,
                             expected=budget,
                             actual=ms,
                             detail={"budget_key": call.name if call.name in tool_budgets else "*"},

@@ -13,7 +13,7 @@ from typing import ClassVar
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer
 from monitor.scoring.checks._common import CheckParams, check_calls
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue
+from monitor.scoring.result import FailureKind, call_issue
 from monitor.trajectory.model import Run
 
 __all__ = ["NoToolNeededCheck", "NoToolNeededCheckParams"]
@@ -36,14 +36,5 @@ class NoToolNeededCheck(Scorer[NoToolNeededCheckParams]):
         if reference is None or not reference.no_tools:
             return NotScored.na("no_rule")
         calls = check_calls(self, run)
-        issues = tuple(
-            Issue(
-                kind=FailureKind.UNNECESSARY_TOOL,
-                tool=c.name,
-                call_index=c.index,
-                call_id=c.call_id,
-                detail={"rule": "no_tools"},
-            )
-            for c in calls
-        )
+        issues = tuple(call_issue(FailureKind.UNNECESSARY_TOOL, c, detail={"rule": "no_tools"}) for c in calls)
         return Outcome(score=0.0 if calls else 1.0, issues=issues, details={"calls": len(calls)})

@@ -31,9 +31,10 @@ from typing import Annotated, Any, ClassVar
 import pydantic
 
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer, canonical_json
-from monitor.scoring.checks._common import CheckParams, call_error, check_calls
+from monitor.scoring.checks._common import CheckParams, check_calls
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue, Severity
+from monitor.scoring.result import FailureKind, Issue, Severity, call_issue
+from monitor.trajectory.errors import call_error
 from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall
 
 __all__ = ["Cycle", "RepetitionCheck", "RepetitionCheckParams", "call_key", "find_cycles"]
@@ -125,131 +126,160 @@ class RepetitionCheck(Scorer[RepetitionCheckParams]):
         return per_tool, limit
 
     def evaluate(self, run: Run, reference: Expectation | None) -> Evaluation:
+        """SCORING.md §3.4: repeats and retries, cycles, same-tool streaks, then the score."""
         calls = check_calls(self, run)
         if not calls:
             return NotScored.na("no_tool_calls")
         p = self.params
         per_tool, global_limit = self._limits(reference)
         keys = [call_key(c) for c in calls]
-        errored = [call_error(c) is not None for c in calls]
-        issues: list[Issue] = []
-        flagged: set[int] = set()
-
-        # ---- repeats and retries
-        # key -> (first position, last position, repeats, consecutive retries)
-        history: dict[CallKey, tuple[int, int, int, int]] = {}
-        repeated = storms = 0
-        for pos, (call, key) in enumerate(zip(calls, keys, strict=True)):
-            prev = history.get(key)
-            if prev is None:
-                history[key] = (pos, pos, 0, 0)
-                continue
-            first, last, repeats, retries = prev
-            retry = errored[last]
-            if retry:
-                retries += 1
-            else:
-                repeats += 1
-                retries = 0
-            history[key] = (first, pos, repeats, retries)
-            limit = per_tool.get(call.name, global_limit)
-            over = 1 + repeats > limit
-            storm = retry and retries > p.max_retries
-            if not (over or storm):
-                continue
-            name_only = key[1] is None
-            if not name_only:
-                flagged.add(pos)
-            repeated += 1
-            storms += storm
-            issues.append(
-                Issue(
-                    kind=FailureKind.REPEATED_CALL,
-                    severity=Severity.WARNING if name_only else Severity.ERROR,
-                    tool=call.name,
-                    call_index=call.index,
-                    call_id=call.call_id,
-                    expected=p.max_retries if storm and not over else limit,
-                    actual=retries if storm and not over else 1 + repeats,
-                    detail={
-                        "first_index": calls[first].index,
-                        "repeats": repeats,
-                        "retry": retry,
-                        "retry_storm": storm,
-                        "consecutive_retries": retries,
-                        "name_only": name_only,
-                    },
-                )
-            )
-
-        # ---- cycles
-        name_only_seq = any(k[1] is None for k in keys)
-        seq: list[Any] = [k[0] for k in keys] if name_only_seq else keys
-        cycles = find_cycles(seq, p.max_period, p.min_cycle_repeats)
-        for cycle in cycles:
-            start = calls[cycle.start]
-            if not name_only_seq:
-                flagged.update(range(cycle.start + cycle.period, cycle.start + cycle.period * cycle.repeats))
-            issues.append(
-                Issue(
-                    kind=FailureKind.LOOP,
-                    severity=Severity.WARNING if name_only_seq else Severity.ERROR,
-                    tool=start.name,
-                    call_index=start.index,
-                    call_id=start.call_id,
-                    expected=p.min_cycle_repeats - 1,
-                    actual=cycle.repeats,
-                    detail={
-                        "kind": "cycle",
-                        "start": start.index,
-                        "period": cycle.period,
-                        "repeats": cycle.repeats,
-                        "names": [c.name for c in calls[cycle.start : cycle.start + cycle.period]],
-                        "name_only": name_only_seq,
-                    },
-                )
-            )
-
-        # ---- same-tool streaks (warning, never flagged)
-        streaks = 0
-        i = 0
-        while i < len(calls):
-            j = i
-            while j + 1 < len(calls) and calls[j + 1].name == calls[i].name:
-                j += 1
-            length = j - i + 1
-            if length >= p.max_consecutive_same_tool:
-                segment = keys[i : j + 1]
-                unknown = any(k[1] is None for k in segment)
-                if unknown or len(set(segment)) > 1:
-                    streaks += 1
-                    issues.append(
-                        Issue(
-                            kind=FailureKind.LOOP,
-                            severity=Severity.WARNING,
-                            tool=calls[i].name,
-                            call_index=calls[i].index,
-                            call_id=calls[i].call_id,
-                            expected=p.max_consecutive_same_tool - 1,
-                            actual=length,
-                            detail={
-                                "kind": "same_tool_streak",
-                                "start": calls[i].index,
-                                "length": length,
-                                "names": [calls[i].name],
-                                "name_only": unknown,
-                            },
-                        )
-                    )
-            i = j + 1
-
+        repeats = _repeated_calls(calls, keys, per_tool, global_limit, p.max_retries)
+        cycles = _loops(calls, keys, p.max_period, p.min_cycle_repeats)
+        streaks = _same_tool_streaks(calls, keys, p.max_consecutive_same_tool)
+        flagged = repeats.flagged | cycles.flagged
         details: dict[str, Any] = {
             "calls": len(calls),
             "flagged": len(flagged),
-            "repeated_calls": repeated,
-            "retry_storms": storms,
-            "cycles": len(cycles),
-            "same_tool_streaks": streaks,
-            "name_only": name_only_seq,
+            "repeated_calls": repeats.count,
+            "retry_storms": repeats.storms,
+            "cycles": cycles.count,
+            "same_tool_streaks": streaks.count,
+            "name_only": cycles.name_only,
         }
-        return Outcome(score=1.0 - len(flagged) / len(calls), issues=tuple(issues), details=details)
+        issues = (*repeats.issues, *cycles.issues, *streaks.issues)
+        return Outcome(score=1.0 - len(flagged) / len(calls), issues=issues, details=details)
+
+
+@dataclass(frozen=True, slots=True)
+class _Findings:
+    """What one step of §3.4 found: its issues, the call positions it flags (they lower the score),
+    how many findings, and (repeats) how many were retry storms, (loops) whether keys were names only."""
+
+    issues: tuple[Issue, ...]
+    flagged: frozenset[int] = frozenset()
+    count: int = 0
+    storms: int = 0
+    name_only: bool = False
+
+
+def _repeated_calls(
+    calls: Sequence[ToolCall], keys: Sequence[CallKey], per_tool: Mapping[str, int], global_limit: int, max_retries: int
+) -> _Findings:
+    """§3.4 repeated identical calls: for each key's occurrences ``o1 … om`` in order, ``oj`` (j ≥ 2)
+    is a retry when ``o(j−1)`` errored, else a repeat; it is a ``repeated_call`` when ``1 + repeats``
+    exceeds the tool's limit, or when it is a retry and the consecutive retries exceed ``max_retries``
+    (a retry storm). Name-only keys (arguments ABSENT) give warnings and flag nothing."""
+    errored = [call_error(c) is not None for c in calls]
+    issues: list[Issue] = []
+    flagged: set[int] = set()
+    # key -> (first position, last position, repeats, consecutive retries)
+    history: dict[CallKey, tuple[int, int, int, int]] = {}
+    repeated = storms = 0
+    for pos, (call, key) in enumerate(zip(calls, keys, strict=True)):
+        prev = history.get(key)
+        if prev is None:
+            history[key] = (pos, pos, 0, 0)
+            continue
+        first, last, repeats, retries = prev
+        retry = errored[last]
+        if retry:
+            retries += 1
+        else:
+            repeats += 1
+            retries = 0
+        history[key] = (first, pos, repeats, retries)
+        limit = per_tool.get(call.name, global_limit)
+        over = 1 + repeats > limit
+        storm = retry and retries > max_retries
+        if not (over or storm):
+            continue
+        name_only = key[1] is None
+        if not name_only:
+            flagged.add(pos)
+        repeated += 1
+        storms += storm
+        issues.append(
+            call_issue(
+                FailureKind.REPEATED_CALL,
+                call,
+                severity=Severity.WARNING if name_only else Severity.ERROR,
+                expected=max_retries if storm and not over else limit,
+                actual=retries if storm and not over else 1 + repeats,
+                detail={
+                    "first_index": calls[first].index,
+                    "repeats": repeats,
+                    "retry": retry,
+                    "retry_storm": storm,
+                    "consecutive_retries": retries,
+                    "name_only": name_only,
+                },
+            )
+        )
+    return _Findings(tuple(issues), frozenset(flagged), repeated, storms)
+
+
+def _loops(calls: Sequence[ToolCall], keys: Sequence[CallKey], max_period: int, min_cycle_repeats: int) -> _Findings:
+    """§3.4 loops: the cycle scan (:func:`find_cycles`) over the call keys, by name only when any
+    call's arguments are ABSENT (then warnings that flag nothing); one ``loop`` issue per cycle, the
+    calls after its first period flagged."""
+    name_only = any(k[1] is None for k in keys)
+    seq: list[Any] = [k[0] for k in keys] if name_only else list(keys)
+    cycles = find_cycles(seq, max_period, min_cycle_repeats)
+    issues: list[Issue] = []
+    flagged: set[int] = set()
+    for cycle in cycles:
+        start = calls[cycle.start]
+        if not name_only:
+            flagged.update(range(cycle.start + cycle.period, cycle.start + cycle.period * cycle.repeats))
+        issues.append(
+            call_issue(
+                FailureKind.LOOP,
+                start,
+                severity=Severity.WARNING if name_only else Severity.ERROR,
+                expected=min_cycle_repeats - 1,
+                actual=cycle.repeats,
+                detail={
+                    "kind": "cycle",
+                    "start": start.index,
+                    "period": cycle.period,
+                    "repeats": cycle.repeats,
+                    "names": [c.name for c in calls[cycle.start : cycle.start + cycle.period]],
+                    "name_only": name_only,
+                },
+            )
+        )
+    return _Findings(tuple(issues), frozenset(flagged), len(cycles), name_only=name_only)
+
+
+def _same_tool_streaks(calls: Sequence[ToolCall], keys: Sequence[CallKey], max_consecutive: int) -> _Findings:
+    """§3.4 streaks: ``≥ max_consecutive`` consecutive calls of one name whose arguments differ (or
+    are unknown) → a ``loop`` warning with ``detail.kind = "same_tool_streak"``; never flagged."""
+    issues: list[Issue] = []
+    i = 0
+    while i < len(calls):
+        j = i
+        while j + 1 < len(calls) and calls[j + 1].name == calls[i].name:
+            j += 1
+        length = j - i + 1
+        if length >= max_consecutive:
+            segment = keys[i : j + 1]
+            unknown = any(k[1] is None for k in segment)
+            if unknown or len(set(segment)) > 1:
+                issues.append(
+                    call_issue(
+                        FailureKind.LOOP,
+                        calls[i],
+                        severity=Severity.WARNING,
+                        expected=max_consecutive - 1,
+                        actual=length,
+                        detail={
+                            "kind": "same_tool_streak",
+                            "start": calls[i].index,
+                            "length": length,
+                            "names": [calls[i].name],
+                            "name_only": unknown,
+                        },
+                    )
+                )
+        i = j + 1
+    return _Findings(tuple(issues), count=len(issues))

@@ -51,7 +51,7 @@ from monitor.scoring.checks._common import (
     truncate_value,
 )
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue, NoteKind, Severity
+from monitor.scoring.result import FailureKind, Issue, NoteKind, Severity, call_issue
 from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall, ToolDef
 
 __all__ = [
@@ -404,16 +404,8 @@ def _classify(err: js_exceptions.ValidationError, validator: Validator, depth: i
 
 
 def _issue(call: ToolCall, f: _Finding, severity: Severity = Severity.ERROR) -> Issue:
-    return Issue(
-        kind=f.kind,
-        severity=severity,
-        tool=call.name,
-        parameter=f.parameter,
-        call_index=call.index,
-        call_id=call.call_id,
-        expected=f.expected,
-        actual=f.actual,
-        detail=f.detail,
+    return call_issue(
+        f.kind, call, severity=severity, parameter=f.parameter, expected=f.expected, actual=f.actual, detail=f.detail
     )
 
 
@@ -447,16 +439,7 @@ class SchemaCheck(Scorer[SchemaCheckParams]):
             if (str(kind), call.name) in noted:
                 return
             noted.add((str(kind), call.name))
-            notes.append(
-                Issue(
-                    kind=kind,
-                    severity=Severity.INFO,
-                    tool=call.name,
-                    call_index=call.index,
-                    call_id=call.call_id,
-                    detail=detail,
-                )
-            )
+            notes.append(call_issue(kind, call, severity=Severity.INFO, detail=detail))
 
         for call in calls:
             source = definitions.source(call)
@@ -520,22 +503,18 @@ class SchemaCheck(Scorer[SchemaCheckParams]):
         args = call.args
         if isinstance(args, Malformed):
             return [
-                Issue(
-                    kind=FailureKind.MALFORMED_ARGUMENTS,
-                    tool=call.name,
-                    call_index=call.index,
-                    call_id=call.call_id,
+                call_issue(
+                    FailureKind.MALFORMED_ARGUMENTS,
+                    call,
                     actual=truncate_value(args.raw),
                     detail="arguments are not valid JSON",
                 )
             ]
         if compiled.object_type and not isinstance(args, dict):
             return [
-                Issue(
-                    kind=FailureKind.MALFORMED_ARGUMENTS,
-                    tool=call.name,
-                    call_index=call.index,
-                    call_id=call.call_id,
+                call_issue(
+                    FailureKind.MALFORMED_ARGUMENTS,
+                    call,
                     expected="object",
                     actual=truncate_value(args),
                     detail=f"arguments are a JSON {_json_type(args)}, the schema expects an object",
@@ -564,13 +543,11 @@ class SchemaCheck(Scorer[SchemaCheckParams]):
                     continue
                 seen.add((str(FailureKind.UNKNOWN_PARAMETER), pointer))
                 out.append(
-                    Issue(
-                        kind=FailureKind.UNKNOWN_PARAMETER,
+                    call_issue(
+                        FailureKind.UNKNOWN_PARAMETER,
+                        call,
                         severity=severity,
-                        tool=call.name,
                         parameter=pointer,
-                        call_index=call.index,
-                        call_id=call.call_id,
                         expected=sorted(compiled.declared),
                         actual=truncate_value(args[key]),
                         detail=f"parameter {key!r} is not declared in the schema",

@@ -1,6 +1,6 @@
 """``tool_error_check`` — calls that errored (SCORING.md §3.3).
 
-Contract: a call errored when :func:`~monitor.scoring.checks._common.call_error` says so (the
+Contract: a call errored when :func:`~monitor.trajectory.errors.call_error` says so (the
 builder's ``ToolCall.error`` from span status / ``error.type`` / ``exception`` event / strands
 status / pydantic-ai failure, or an MCP ``CallToolResult`` with ``isError: true``). One
 ``tool_error`` issue per errored call; ``detail`` = ``{"type", "message" (≤ 500 chars),
@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer
-from monitor.scoring.checks._common import CheckParams, call_error, check_calls, truncate_text
+from monitor.scoring.checks._common import CheckParams, check_calls, truncate_text
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue, Severity
+from monitor.scoring.result import FailureKind, Issue, Severity, call_issue
+from monitor.trajectory.errors import call_error
 from monitor.trajectory.model import Run, ToolError
 
 __all__ = ["ToolErrorCheck", "ToolErrorCheckParams"]
@@ -60,12 +61,10 @@ class ToolErrorCheck(Scorer[ToolErrorCheckParams]):
             flagged += counted
             recovered_count += recovered
             issues.append(
-                Issue(
-                    kind=FailureKind.TOOL_ERROR,
+                call_issue(
+                    FailureKind.TOOL_ERROR,
+                    call,
                     severity=Severity.ERROR if counted else Severity.WARNING,
-                    tool=call.name,
-                    call_index=call.index,
-                    call_id=call.call_id,
                     actual=error.type,
                     detail={"type": error.type, "message": truncate_text(error.message), "recovered": recovered},
                 )

@@ -17,9 +17,10 @@ import difflib
 from typing import Any, ClassVar
 
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer
-from monitor.scoring.checks._common import CheckParams, Definitions, call_error, check_calls, matches_any
+from monitor.scoring.checks._common import CheckParams, Definitions, check_calls, matches_any
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue, NoteKind, Severity
+from monitor.scoring.result import FailureKind, Issue, NoteKind, Severity, call_issue
+from monitor.trajectory.errors import call_error
 from monitor.trajectory.model import Run, ToolDef
 
 __all__ = ["SIMILARITY_CUTOFF", "UnknownToolCheck", "UnknownToolCheckParams", "did_you_mean"]
@@ -99,12 +100,10 @@ class UnknownToolCheck(Scorer[UnknownToolCheckParams]):
                 if call.name not in noted:
                     noted.add(call.name)
                     notes.append(
-                        Issue(
-                            kind=NoteKind.TOOL_DEFINITIONS_INCOMPLETE,
+                        call_issue(
+                            NoteKind.TOOL_DEFINITIONS_INCOMPLETE,
+                            call,
                             severity=Severity.INFO,
-                            tool=call.name,
-                            call_index=call.index,
-                            call_id=call.call_id,
                             detail=f"{call.name!r} executed without error but is not in the "
                             f"{source.origin} definitions",
                         )
@@ -112,11 +111,9 @@ class UnknownToolCheck(Scorer[UnknownToolCheckParams]):
                 continue
             flagged += 1
             issues.append(
-                Issue(
-                    kind=FailureKind.HALLUCINATED_TOOL,
-                    tool=call.name,
-                    call_index=call.index,
-                    call_id=call.call_id,
+                call_issue(
+                    FailureKind.HALLUCINATED_TOOL,
+                    call,
                     actual=call.name,
                     detail={
                         "did_you_mean": did_you_mean(call.name, ordered),

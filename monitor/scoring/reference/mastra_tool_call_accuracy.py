@@ -20,7 +20,7 @@ import pydantic
 
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer, Threshold, ViewParams
 from monitor.scoring.expectation import Expectation
-from monitor.scoring.result import FailureKind, Issue
+from monitor.scoring.result import FailureKind, Issue, call_issue
 from monitor.trajectory.model import Run
 
 __all__ = ["MastraToolCallAccuracy", "MastraToolCallAccuracyParams", "mastra_accuracy"]
@@ -100,9 +100,6 @@ class MastraToolCallAccuracy(Scorer[MastraToolCallAccuracyParams]):
                 if not p.expected_tool_order and p.expected_tool in names and len(names) > 1:
                     first = names.index(p.expected_tool)
                     extras = [c for k, c in enumerate(calls) if k != first]
-                issues.extend(
-                    Issue(FailureKind.UNNECESSARY_TOOL, tool=c.name, call_index=c.index, call_id=c.call_id)
-                    for c in extras
-                )
+                issues.extend(call_issue(FailureKind.UNNECESSARY_TOOL, c) for c in extras)
         details: dict[str, Any] = {"actual_tools": names}
         return Outcome(score, issues=tuple(issues), details=details)

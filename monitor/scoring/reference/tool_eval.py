@@ -38,7 +38,7 @@ import pydantic
 from monitor.scoring.base import ArgumentParams, Evaluation, Need, NotScored, Outcome, Scorer, Threshold
 from monitor.scoring.expectation import Expectation, ExpectedCall
 from monitor.scoring.explain import explain, pointer
-from monitor.scoring.result import FailureKind, Issue, Severity
+from monitor.scoring.result import FailureKind, Issue, Severity, call_issue
 from monitor.trajectory.model import Run, ToolCall
 
 __all__ = ["ToolEval", "ToolEvalParams", "ToolEvalWeights"]
@@ -94,40 +94,138 @@ def _has_items(expected: ExpectedCall) -> bool:
 def _param_score(expected: ExpectedCall, call: ToolCall) -> tuple[float, list[Issue]]:
     """Seed-000 ``_score_params``: mean of per-parameter items (1.0 if none) and their issues."""
     args = call.args if isinstance(call.args, dict) else {}
-    base: dict[str, Any] = {"tool": call.name, "call_index": call.index, "call_id": call.call_id}
     scores: list[float] = []
     issues: list[Issue] = []
     for param, value in _required(expected).items():
         if param not in args:
             scores.append(0.0)
-            issues.append(Issue(FailureKind.MISSING_PARAMETER, parameter=pointer(param), expected=value, **base))
+            issues.append(call_issue(FailureKind.MISSING_PARAMETER, call, parameter=pointer(param), expected=value))
         elif value is not None and args[param] != value:
             scores.append(0.5)
             issues.append(
-                Issue(FailureKind.WRONG_VALUE, parameter=pointer(param), expected=value, actual=args[param], **base)
+                call_issue(FailureKind.WRONG_VALUE, call, parameter=pointer(param), expected=value, actual=args[param])
             )
         else:
             scores.append(1.0)
     for param in expected.forbidden_params:
         if param in args:
             scores.append(0.0)
-            issues.append(Issue(FailureKind.FORBIDDEN_PARAMETER, parameter=pointer(param), actual=args[param], **base))
+            issues.append(
+                call_issue(FailureKind.FORBIDDEN_PARAMETER, call, parameter=pointer(param), actual=args[param])
+            )
     for param, spec in expected.param_validators.items():
         if param in args and not _validator_passes(spec, args[param]):
             scores.append(0.0)
             issues.append(
-                Issue(
+                call_issue(
                     FailureKind.INVALID_VALUE,
+                    call,
                     parameter=pointer(param),
                     expected=spec if not callable(spec) else None,
                     actual=args[param],
-                    **base,
                 )
             )
     total = 0.0
     for s in scores:
         total += s
     return (total / len(scores) if scores else 1.0), issues
+
+
+def _no_tools_outcome(calls: Sequence[ToolCall], budget_issues: list[Issue]) -> Outcome:
+    """§2.1 step 1: ``should_not_call_tools`` and calls were made: 0, one ``unnecessary_tool`` each."""
+    issues = [call_issue(FailureKind.UNNECESSARY_TOOL, c, detail={"rule": "no_tools"}) for c in calls]
+    zeros = {"precision": 0.0, "recall": 0.0, "param_accuracy": 0.0}
+    return Outcome(0.0, passed=False, issues=(*issues, *budget_issues), details={**zeros, "branch": "no_tools"})
+
+
+def _content(response: str, keywords: Sequence[str]) -> tuple[float, list[Issue]]:
+    """§2.1 step 5: the fraction of keywords in the response (case-insensitive; 1.0 without keywords)
+    and a ``response_mismatch`` issue per missing keyword."""
+    lowered = response.lower()
+    found = [kw for kw in keywords if kw.lower() in lowered]
+    missing = [kw for kw in keywords if kw.lower() not in lowered]
+    content = len(found) / len(keywords) if keywords else 1.0
+    return content, [
+        Issue(FailureKind.RESPONSE_MISMATCH, expected=kw, detail={"missing_keyword": kw}) for kw in missing
+    ]
+
+
+def _content_only_outcome(content: float, content_issues: list[Issue], budget_issues: list[Issue]) -> Outcome:
+    """§2.1 step 2: nothing expected: 1.0 when every keyword is in the response, else 0.5."""
+    content_ok = not content_issues
+    return Outcome(
+        1.0 if content_ok else 0.5,
+        passed=content_ok,
+        issues=(*content_issues, *budget_issues),
+        details={
+            "precision": 1.0,
+            "recall": 1.0,
+            "param_accuracy": 1.0,
+            "content": round(content, 3),
+            "branch": "no_expected_calls",
+        },
+    )
+
+
+def _precision_recall(names: Sequence[str], exp_names: Sequence[str], literal: bool) -> tuple[int, float, float]:
+    """§2.1 step 3: ``correct`` (every call of an expected name in ``literal``; clipped per name
+    otherwise), precision (1.0 without calls) and recall."""
+    if literal:
+        exp_set = set(exp_names)
+        correct = sum(1 for n in names if n in exp_set)
+    else:
+        ca, ce = Counter(names), Counter(exp_names)
+        correct = sum(min(ca[n], ce[n]) for n in ce)
+    precision = correct / len(names) if names else 1.0
+    recall = correct / len(exp_names)
+    return correct, precision, recall
+
+
+def _parameter_accuracy(
+    calls: Sequence[ToolCall], expected: Sequence[ExpectedCall], literal: bool
+) -> tuple[float, list[float], list[Issue]]:
+    """§2.1 step 4: per expected call, the param score of its chosen call (``literal``: the first of
+    its name; clipped: the best unused one, earliest on ties; none: 0.0); their left-to-right mean."""
+    param_issues: list[Issue] = []
+    param_scores: list[float] = []
+    used: set[int] = set()
+    for e in expected:
+        candidates = [c for c in calls if c.name == e.name]
+        chosen: tuple[float, list[Issue]] | None = None
+        if literal:
+            if candidates:
+                chosen = _param_score(e, candidates[0])
+        else:
+            best_idx: int | None = None
+            for c in candidates:
+                if c.index in used:
+                    continue
+                scored = _param_score(e, c)
+                if chosen is None or scored[0] > chosen[0]:
+                    chosen, best_idx = scored, c.index
+            if best_idx is not None:
+                used.add(best_idx)
+        if chosen is None:
+            param_scores.append(0.0)
+        else:
+            param_scores.append(chosen[0])
+            param_issues.extend(chosen[1])
+    total = 0.0
+    for s in param_scores:
+        total += s
+    return total / len(param_scores), param_scores, param_issues
+
+
+def _overall(
+    w: ToolEvalWeights, precision: float, recall: float, param_accuracy: float, content: float, names_only: bool
+) -> float:
+    """§2.1 step 6 (and 8): the weighted sum in the article's order; without parameter accuracy
+    (``names_only``) the other weights renormalised (equal when they are all 0)."""
+    if names_only:
+        rest = w.precision + w.recall + w.content
+        wp, wr, wc = (w.precision / rest, w.recall / rest, w.content / rest) if rest > 0 else (1 / 3,) * 3
+        return precision * wp + recall * wr + content * wc
+    return precision * w.precision + recall * w.recall + param_accuracy * w.param_accuracy + content * w.content
 
 
 class ToolEval(Scorer[ToolEvalParams]):
@@ -144,127 +242,32 @@ class ToolEval(Scorer[ToolEvalParams]):
         return "literal" if self.params.variant == "literal" else None
 
     def evaluate(self, run: Run, reference: Expectation | None) -> Evaluation:
+        """SCORING.md §2.1, steps 1–8 (step 7, the budget issues, first: every branch reports them)."""
         if reference is None:
             return NotScored.na("no_reference")
         calls = self.calls(run)
         expected = reference.expected_calls or ()
-        keywords = reference.expected_keywords or ()
-        resp = run.final_response or ""
-        budget_issues = self._budget_issues(run, calls, reference)
-
-        # 1. should_not_call_tools
-        if reference.no_tools and calls:
-            issues = [
-                Issue(
-                    FailureKind.UNNECESSARY_TOOL,
-                    tool=c.name,
-                    call_index=c.index,
-                    call_id=c.call_id,
-                    detail={"rule": "no_tools"},
-                )
-                for c in calls
-            ]
-            zeros = {"precision": 0.0, "recall": 0.0, "param_accuracy": 0.0}
-            return Outcome(0.0, passed=False, issues=(*issues, *budget_issues), details={**zeros, "branch": "no_tools"})
-
-        lowered = resp.lower()
-        found = [kw for kw in keywords if kw.lower() in lowered]
-        missing_kw = [kw for kw in keywords if kw.lower() not in lowered]
-        content = len(found) / len(keywords) if keywords else 1.0
-        content_issues = [
-            Issue(FailureKind.RESPONSE_MISMATCH, expected=kw, detail={"missing_keyword": kw}) for kw in missing_kw
-        ]
-
-        # 2. nothing expected: content only
-        if not expected:
-            content_ok = not missing_kw
-            return Outcome(
-                1.0 if content_ok else 0.5,
-                passed=content_ok,
-                issues=(*content_issues, *budget_issues),
-                details={
-                    "precision": 1.0,
-                    "recall": 1.0,
-                    "param_accuracy": 1.0,
-                    "content": round(content, 3),
-                    "branch": "no_expected_calls",
-                },
-            )
-
-        literal = self.params.variant == "literal"
-        names = [c.name for c in calls]
-        exp_names = [e.name for e in expected]
-
-        # 8. arguments gate
-        degraded: str | None = None
-        need_args = [c for e in expected if _has_items(e) for c in calls if c.name == e.name]
-        gate = self.arguments_gate(need_args)
+        budget_issues = self._budget_issues(run, calls, reference)  # step 7
+        if reference.no_tools and calls:  # step 1
+            return _no_tools_outcome(calls, budget_issues)
+        content, content_issues = _content(run.final_response or "", reference.expected_keywords or ())  # step 5
+        if not expected:  # step 2
+            return _content_only_outcome(content, content_issues, budget_issues)
+        gate = self.arguments_gate([c for e in expected if _has_items(e) for c in calls if c.name == e.name])  # 8
         if isinstance(gate, NotScored):
             return gate
         names_only = gate == "names_only"
-        if names_only:
-            degraded = "names_only"
-
-        # 3. precision / recall
-        if literal:
-            exp_set = set(exp_names)
-            correct = sum(1 for n in names if n in exp_set)
-        else:
-            ca, ce = Counter(names), Counter(exp_names)
-            correct = sum(min(ca[n], ce[n]) for n in ce)
-        precision = correct / len(names) if names else 1.0
-        recall = correct / len(exp_names)
-
-        # 4. parameter accuracy
-        param_issues: list[Issue] = []
+        literal = self.params.variant == "literal"
+        names = [c.name for c in calls]
+        correct, precision, recall = _precision_recall(names, [e.name for e in expected], literal)  # step 3
         param_scores: list[float] = []
-        if not names_only:
-            used: set[int] = set()
-            for e in expected:
-                candidates = [c for c in calls if c.name == e.name]
-                chosen: tuple[float, list[Issue]] | None = None
-                if literal:
-                    if candidates:
-                        chosen = _param_score(e, candidates[0])
-                else:
-                    best_idx: int | None = None
-                    for c in candidates:
-                        if c.index in used:
-                            continue
-                        scored = _param_score(e, c)
-                        if chosen is None or scored[0] > chosen[0]:
-                            chosen, best_idx = scored, c.index
-                    if best_idx is not None:
-                        used.add(best_idx)
-                if chosen is None:
-                    param_scores.append(0.0)
-                else:
-                    param_scores.append(chosen[0])
-                    param_issues.extend(chosen[1])
-            total = 0.0
-            for s in param_scores:
-                total += s
-            param_accuracy = total / len(param_scores)
-        else:
-            param_accuracy = math.nan
-
-        # 6. overall, in the article's order
-        w = self.params.weights
-        if names_only:
-            rest = w.precision + w.recall + w.content
-            wp, wr, wc = (w.precision / rest, w.recall / rest, w.content / rest) if rest > 0 else (1 / 3,) * 3
-            overall = precision * wp + recall * wr + content * wc
-        else:
-            overall = (
-                precision * w.precision + recall * w.recall + param_accuracy * w.param_accuracy + content * w.content
-            )
-        name_set = set(names)
-        missing_expected = [n for n in exp_names if n not in name_set]
-        passed = overall >= self.params.threshold and not missing_expected
-        rounded = round(overall, 3)
-        score = min(1.0, rounded) if literal else rounded
-
-        name_issues = explain(calls, [ExpectedCall(name=e.name) for e in expected]).issues
+        param_issues: list[Issue] = []
+        param_accuracy = math.nan
+        if not names_only:  # step 4
+            param_accuracy, param_scores, param_issues = _parameter_accuracy(calls, expected, literal)
+        overall = _overall(self.params.weights, precision, recall, param_accuracy, content, names_only)  # step 6
+        passed, score = self._verdict(overall, names, expected)
+        name_issues = explain(calls, [ExpectedCall(name=e.name) for e in expected]).issues  # §2.0
         details: dict[str, Any] = {
             "variant": self.params.variant,
             "precision": round(precision, 3),
@@ -280,11 +283,21 @@ class ToolEval(Scorer[ToolEvalParams]):
             passed=passed,
             issues=(*name_issues, *param_issues, *content_issues, *budget_issues),
             details=details,
-            degraded=degraded,
+            degraded="names_only" if names_only else None,
         )
+
+    def _verdict(self, overall: float, names: Sequence[str], expected: Sequence[ExpectedCall]) -> tuple[bool, float]:
+        """§2.1 step 6, the verdict: ``passed`` on the unrounded overall and no expected name missing;
+        the score rounded to 3 places (clamped to 1 in ``literal``)."""
+        name_set = set(names)
+        missing_expected = [e.name for e in expected if e.name not in name_set]
+        passed = overall >= self.params.threshold and not missing_expected
+        rounded = round(overall, 3)
+        return passed, (min(1.0, rounded) if self.params.variant == "literal" else rounded)
 
     @staticmethod
     def _budget_issues(run: Run, calls: Sequence[ToolCall], reference: Expectation) -> list[Issue]:
+        """§2.1 step 7: ``run_latency`` and ``excess_calls`` warnings (never change score or pass)."""
         issues: list[Issue] = []
         max_calls = reference.budgets.max_tool_calls
         max_calls = DEFAULT_MAX_TOOL_CALLS if max_calls is None else max_calls

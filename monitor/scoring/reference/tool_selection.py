@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 from monitor.scoring.base import Evaluation, Need, NotScored, Outcome, Scorer, Threshold, ViewParams
 from monitor.scoring.expectation import Category, Expectation, ExpectedCall
 from monitor.scoring.explain import explain
-from monitor.scoring.result import FailureKind, Issue
+from monitor.scoring.result import FailureKind, Issue, call_issue
 from monitor.trajectory.model import Run, ToolCall
 
 __all__ = [
@@ -101,9 +101,7 @@ class ToolsAvoided(_Selection):
     def select(self, calls: Sequence[ToolCall], reference: Expectation) -> Evaluation:
         forbidden = set(reference.forbidden_tools or ())
         hits = [c for c in calls if c.name in forbidden]
-        issues = tuple(
-            Issue(FailureKind.FORBIDDEN_TOOL, tool=c.name, call_index=c.index, call_id=c.call_id) for c in hits
-        )
+        issues = tuple(call_issue(FailureKind.FORBIDDEN_TOOL, c) for c in hits)
         return Outcome(0.0 if hits else 1.0, issues=issues, details={"selected": [c.name for c in calls]})
 
 
@@ -124,9 +122,7 @@ class ToolSelectionF1(_Selection):
         names = [c.name for c in calls]
         expected = self.expected_names(reference)
         if not expected:
-            issues = tuple(
-                Issue(FailureKind.UNNECESSARY_TOOL, tool=c.name, call_index=c.index, call_id=c.call_id) for c in calls
-            )
+            issues = tuple(call_issue(FailureKind.UNNECESSARY_TOOL, c) for c in calls)
             return Outcome(0.5 if names else 1.0, issues=issues, details={"selected": names})
         ex, sd = set(expected), set(names)
         hits = sum(1 for n in names if n in ex) if self.params.variant == "literal" else len(sd & ex)
