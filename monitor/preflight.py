@@ -12,7 +12,10 @@ how it sets up its logs. ``monitor config`` runs the very same checks.
    topic names are legal for Kafka; ``store.url`` parses, names SQLite or PostgreSQL with a
    synchronous driver that is installed, and a SQLite file's directory exists; ``http.host`` resolves
    and can be bound on this machine and ``http.port`` is free (bound the way the HTTP server binds
-   it, then released).
+   it, then released); the keys of ``judge.models`` and ``judge.budgets.per_judge`` are judge kinds of the
+   registry, every model a ``usd_per_day`` judge budget covers has a price in ``judge.prices``, and with
+   ``judge.enabled`` the API key can be read from ``judge.api_key_file`` or the variable
+   ``judge.api_key_env`` (the key is never quoted).
 2. **the broker check** (:func:`check_brokers`, unless ``brokers=False``): a TCP connection to the
    bootstrap servers, then kafka-python's bootstrap (ApiVersions and Metadata), all within
    ``kafka.startup_timeout_s``.
@@ -48,7 +51,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from monitor.settings import KafkaSettings, Settings, SettingsError, format_problem, mask_secrets, setting_label
+from monitor.settings import (
+    JudgeSettings,
+    KafkaSettings,
+    Settings,
+    SettingsError,
+    format_problem,
+    mask_secrets,
+    setting_label,
+)
 
 if TYPE_CHECKING:
     from monitor.rules.ruleset import RuleSet
@@ -165,6 +176,8 @@ def check_configuration(settings: Settings, *, skip: Collection[str] = ()) -> li
         problems += _check_store_url(settings.store.url)
     if "http" not in skip:
         problems += _check_http_address(settings.http.host, settings.http.port)
+    if "judge" not in skip:
+        problems += _check_judge(settings)
     return problems
 
 
@@ -276,6 +289,101 @@ def _check_per_scorer_ids(settings: Settings, ruleset: RuleSet | None, kinds: li
             )
         )
     return problems
+
+
+def _check_judge(settings: Settings) -> list[str]:
+    """The ``judge`` section: the keys of ``judge.models`` and ``judge.budgets.per_judge`` are judge kinds; a
+    ``usd_per_day`` budget can price every model it covers (else every call would be refused as unpriced);
+    when ``judge.enabled``, the API key can be read (the key itself is never quoted)."""
+    from monitor.scoring import catalogue
+
+    judge = settings.judge
+    kinds = catalogue.judge_kinds()
+    problems: list[str] = []
+    named: tuple[tuple[tuple[str, ...], Mapping[str, Any]], ...] = (
+        (("judge", "models"), judge.models),
+        (("judge", "budgets", "per_judge"), {k: v.model_dump() for k, v in judge.budgets.per_judge.items()}),
+    )
+    for loc, mapping in named:
+        for key, value in mapping.items():
+            if key in kinds:
+                continue
+            close = difflib.get_close_matches(key, kinds, n=1)
+            guess = f"did you mean `{close[0]}`? " if close else ""
+            problems.append(
+                format_problem(
+                    (*loc, key),
+                    value,
+                    f"{key!r} is not a judge kind, so this would never apply",
+                    f"{guess}use a judge kind that `monitor scorers` lists ({', '.join(kinds)})",
+                )
+            )
+    problems += _check_judge_prices(judge)
+    if judge.enabled:
+        problems += _check_judge_api_key(judge)
+    return problems
+
+
+def _check_judge_prices(judge: JudgeSettings) -> list[str]:
+    """A model a ``usd_per_day`` budget covers must be in ``judge.prices``; each unpriced model once, at the
+    key that chose it (``judge.model`` or ``judge.models.<kind>``)."""
+    from monitor.scoring import catalogue
+    from monitor.scoring.judges.cost import price_for
+
+    covered: dict[str, tuple[str, ...]] = {}  # model -> the key that chose it
+    everything = judge.budgets.total.usd_per_day is not None
+    for kind in catalogue.judge_kinds():
+        per_kind = judge.budgets.per_judge.get(kind)
+        if everything or (per_kind is not None and per_kind.usd_per_day is not None):
+            chosen_by: tuple[str, ...] = ("judge", "models", kind) if kind in judge.models else ("judge", "model")
+            covered.setdefault(judge.model_for(kind), chosen_by)
+    problems: list[str] = []
+    for model, key in covered.items():
+        if price_for(model, judge.prices) is None:
+            problems.append(
+                format_problem(
+                    key,
+                    model,
+                    "this model has no price in judge.prices, so a usd_per_day budget would refuse every call to it",
+                    f"add judge.prices.{model}: {{input_per_mtok: …, output_per_mtok: …}} (and set "
+                    "judge.prices_version), or choose a model judge.prices lists",
+                )
+            )
+    return problems
+
+
+def _check_judge_api_key(judge: JudgeSettings) -> list[str]:
+    """With judges enabled, the key must be readable: ``judge.api_key_file`` when set, else the variable
+    ``judge.api_key_env``. Problems name the file or the variable, never the key."""
+    if judge.api_key_file is not None:
+        loc: tuple[str, ...] = ("judge", "api_key_file")
+        path = Path(judge.api_key_file)
+        fix = "mount the API key Secret at that path, or correct judge.api_key_file"
+        try:
+            key = judge.api_key()
+        except FileNotFoundError:
+            return [format_problem(loc, path, "the file does not exist", fix)]
+        except IsADirectoryError:
+            return [format_problem(loc, path, "is a directory, not the file holding the key", fix)]
+        except PermissionError:
+            return [format_problem(loc, path, "cannot be read by this user", f"{fix}, readable by the daemon's user")]
+        except (OSError, UnicodeDecodeError) as exc:
+            return [format_problem(loc, path, f"cannot be read ({type(exc).__name__})", fix)]
+        if key is None:
+            return [format_problem(loc, path, "the file is empty", "write the Anthropic API key into it")]
+        return []
+    if judge.api_key() is None:
+        variable = judge.api_key_env
+        return [
+            format_problem(
+                ("judge", "api_key_env"),
+                variable,
+                f"judge.enabled is true but the environment variable {variable} is unset or empty",
+                f"give the daemon {variable} from a secret store, or set judge.api_key_file to a file holding the "
+                "key (a mounted Kubernetes Secret), or set judge.enabled: false",
+            )
+        ]
+    return []
 
 
 def _check_topics(kafka: KafkaSettings) -> list[str]:

@@ -12,7 +12,9 @@ every other package of the monitor and import none of them (``[tool.importlinter
 Secrets: values are never shown in clear. :func:`mask_url` and :func:`mask_secrets` replace URL
 passwords and secret-looking parameters (``password``, ``token``, ``secret``, ``key``…) with
 ``***``; :meth:`Settings.masked_dump` is what ``monitor config`` prints, and every value quoted in a
-:class:`SettingsError` is masked.
+:class:`SettingsError` is masked. The Anthropic API key of the judges is never a setting: ``judge`` names the
+variable or the file that holds it (:meth:`JudgeSettings.api_key` reads it, as a ``SecretStr``); a key pasted
+into the configuration is rejected without being quoted, and ``sk-ant-…`` keys are masked in any text.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -33,6 +35,8 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -236,6 +240,231 @@ class ShutdownSettings(_Section):
     drain_deadline_s: float = Field(30.0, gt=0, description="on SIGTERM: finish, score and commit within this time")
 
 
+# --------------------------------------------------------------------------- LLM judges (SCORING.md §4)
+
+
+class ModelPrice(_Section):
+    """One model's row of the ``judge.prices`` table (USD per million tokens, SCORING.md §4.0)."""
+
+    input_per_mtok: float = Field(..., ge=0, description="USD per million uncached input tokens")
+    output_per_mtok: float = Field(..., ge=0, description="USD per million output tokens")
+    cache_read_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="USD per million cache-hit tokens when Anthropic publishes a rate other than 0.1 × input "
+        "(default: 0.1 × input_per_mtok, SCORING.md §4.0)",
+    )
+    min_cacheable_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="shortest prefix the model caches (a shorter cache_control prefix is billed as plain input; "
+        "informational; unknown when null)",
+    )
+    long_prompt_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="a request whose prompt (input + cache writes + cache reads) exceeds this many tokens pays "
+        "long_prompt_multiplier × every rate (Claude Haiku 5.5: 100000)",
+    )
+    long_prompt_multiplier: float = Field(
+        1.0, ge=1, description="factor on every rate of a request above long_prompt_tokens"
+    )
+
+    @model_validator(mode="after")
+    def _multiplier_needs_threshold(self) -> ModelPrice:
+        if self.long_prompt_multiplier != 1.0 and self.long_prompt_tokens is None:
+            raise ValueError("long_prompt_multiplier needs long_prompt_tokens (the prompt size it applies above)")
+        return self
+
+
+JUDGE_PRICES_VERSION: Final = "anthropic-2026-11-24"
+"""Version of :data:`DEFAULT_JUDGE_PRICES`; a result's cost is reproducible from (usage, model, version)."""
+
+# Anthropic's published list prices in USD per million tokens, first-party Claude API, as of 2026-11-24:
+#   https://platform.claude.com/docs/en/about-claude/pricing ("Model pricing") and each model's page
+#   https://platform.claude.com/docs/en/models/<model>/overview (e.g. …/models/haiku-5-5/overview).
+# Cache writes cost 1.25 × input (5m TTL) or 2 × input (1h TTL) on every model listed; cache hits 0.1 × input
+# unless cache_read_per_mtok says otherwise (Fable 5.1: $0.25 = 0.025 ×; Opus 5.5: $0.20 = 0.05 ×; Sonnet 5.5:
+# $0.10 = 0.05 × since the cut of 2026-10-07). Haiku 5.5 has two bands: prompts up to 100K tokens pay the rates
+# below, longer prompts 5 × every rate ($0.50 / $2.50). The stored copy of the pricing page predates the
+# Sonnet 5.5 cut and Haiku 5.5; those two rows follow the release notes that quote it
+# (https://github.com/kurofune/claudit/releases/tag/v1.9.2, checked against the Haiku 5.5 overview page).
+# Batch requests are billed at 50 %. Regional (inference_geo) and fast-mode surcharges are not modelled.
+# min_cacheable_tokens: https://platform.claude.com/docs/en/build-with-claude/prompt-caching ("Cache
+# limitations"; quoted in https://github.com/anthropics/anthropic-sdk-python/issues/1194); left unknown (null)
+# for the 5.x models, whose minimums the sources we could check disagree on.
+# Retired models (Opus 4 / 4.1, Sonnet 4, Haiku 3.x) are left out; add rows (and change prices_version) to use them.
+_PRICE_ROWS: Final[dict[str, dict[str, Any]]] = {
+    "claude-fable-5-1": {"input_per_mtok": 10.0, "output_per_mtok": 50.0, "cache_read_per_mtok": 0.25},
+    "claude-fable-5": {"input_per_mtok": 10.0, "output_per_mtok": 50.0},
+    "claude-opus-5-5": {"input_per_mtok": 4.0, "output_per_mtok": 20.0, "cache_read_per_mtok": 0.20},
+    "claude-opus-5": {"input_per_mtok": 5.0, "output_per_mtok": 25.0},
+    "claude-opus-4-8": {"input_per_mtok": 5.0, "output_per_mtok": 25.0, "min_cacheable_tokens": 1024},
+    "claude-opus-4-7": {"input_per_mtok": 5.0, "output_per_mtok": 25.0, "min_cacheable_tokens": 4096},
+    "claude-opus-4-6": {"input_per_mtok": 5.0, "output_per_mtok": 25.0, "min_cacheable_tokens": 4096},
+    "claude-opus-4-5": {"input_per_mtok": 5.0, "output_per_mtok": 25.0, "min_cacheable_tokens": 4096},
+    "claude-sonnet-5-5": {"input_per_mtok": 2.0, "output_per_mtok": 10.0, "cache_read_per_mtok": 0.10},
+    "claude-sonnet-5": {"input_per_mtok": 2.0, "output_per_mtok": 10.0},
+    "claude-sonnet-4-6": {"input_per_mtok": 3.0, "output_per_mtok": 15.0, "min_cacheable_tokens": 1024},
+    "claude-sonnet-4-5": {"input_per_mtok": 3.0, "output_per_mtok": 15.0, "min_cacheable_tokens": 1024},
+    "claude-haiku-5-5": {
+        "input_per_mtok": 0.10,
+        "output_per_mtok": 0.50,
+        "long_prompt_tokens": 100_000,
+        "long_prompt_multiplier": 5.0,
+    },
+    "claude-haiku-4-5": {"input_per_mtok": 1.0, "output_per_mtok": 5.0, "min_cacheable_tokens": 4096},
+}
+
+DEFAULT_JUDGE_PRICES: Final[dict[str, ModelPrice]] = {model: ModelPrice(**row) for model, row in _PRICE_ROWS.items()}
+"""The built-in ``judge.prices`` table (version :data:`JUDGE_PRICES_VERSION`)."""
+
+
+class JudgeBudgetLimits(_Section):
+    """Limits of one budget scope (all judges together, or one judge kind); null = unlimited."""
+
+    requests_per_minute: int | None = Field(
+        None, ge=1, description="judge calls admitted in any 60 s window (retries count when recorded)"
+    )
+    input_tokens_per_day: int | None = Field(
+        None, ge=0, description="input tokens (plain + cache writes + cache reads) per UTC day"
+    )
+    output_tokens_per_day: int | None = Field(None, ge=0, description="output tokens per UTC day")
+    usd_per_day: float | None = Field(None, ge=0, description="USD per UTC day, priced with judge.prices")
+
+
+class JudgeBudgets(_Section):
+    total: JudgeBudgetLimits = Field(
+        default_factory=JudgeBudgetLimits,  # type: ignore[arg-type]
+        description="limits on all judges together",
+    )
+    per_judge: dict[str, JudgeBudgetLimits] = Field(
+        default_factory=dict, description="limits per judge kind (`monitor scorers` lists the judge_* kinds)"
+    )
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_USERINFO = re.compile(r"^(?P<scheme>https?://)[^/@\s]*@")
+
+
+class JudgeSettings(_Section):
+    """LLM judges on Anthropic's API (SCORING.md §4; budgets DESIGN.md §3).
+
+    The API key is never a setting: it is read from the environment variable ``api_key_env`` or the file
+    ``api_key_file`` (a mounted Kubernetes Secret) by :meth:`api_key`, which returns a
+    :class:`~pydantic.SecretStr` (``repr`` shows ``**********``).
+    """
+
+    enabled: bool = Field(False, description="run the judge_* scorers the rules and checks name (else judges_disabled)")
+    model: str = Field("claude-sonnet-4-6", min_length=1, description="the judges' model")
+    models: dict[str, Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=dict, description="model per judge kind, overriding model ({judge_goal_accuracy: …})"
+    )
+    max_tokens: int = Field(1024, ge=16, le=128_000, description="max_tokens of a judge request (doubled on retry)")
+    cache_ttl: Literal["5m", "1h"] = Field(
+        "5m", description="prompt-cache TTL of the static blocks (1h for low-traffic agents)"
+    )
+    max_field_chars: int = Field(
+        2000, ge=100, description="tool results and long texts are cut to this many characters"
+    )
+    max_input_tokens: int = Field(
+        30_000, ge=1000, description="middle calls are elided above this estimate (3.5 characters a token)"
+    )
+    batch: bool = Field(False, description="send judge requests through the Message Batches API (half price)")
+    strict_tools: bool = Field(
+        False, description="send the verdict tool with strict: true (for models that support strict tool use)"
+    )
+    api_key_env: str = Field(
+        "ANTHROPIC_API_KEY", description="name of the environment variable holding the API key (not the key)"
+    )
+    api_key_file: Path | None = Field(
+        None, description="file holding the API key, e.g. a mounted Kubernetes Secret (read before api_key_env)"
+    )
+    base_url: str | None = Field(None, description="Anthropic API base URL (a proxy, a test server); default the SDK's")
+    timeout_s: float = Field(60.0, gt=0, le=3600, description="an API request gives up after this many seconds")
+    max_retries: int = Field(4, ge=0, le=10, description="API retries with backoff (429, 5xx, connection errors)")
+    concurrency: int = Field(4, ge=1, le=256, description="judge requests in flight at once")
+    max_backlog: int = Field(
+        1000, ge=1, description="runs waiting for a judge; beyond this new runs are dropped and counted"
+    )
+    only_flagged: bool = Field(False, description="judge only runs that a code check flagged")
+    rejudge_borderline: float | None = Field(
+        None,
+        gt=0,
+        le=0.5,
+        description="judge again a score within this margin of its threshold (null: never)",
+    )
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=lambda: dict(DEFAULT_JUDGE_PRICES),
+        description="USD per million tokens per model; entries given are merged over the built-in table",
+    )
+    prices_version: str = Field(
+        JUDGE_PRICES_VERSION,
+        min_length=1,
+        validate_default=True,  # the check below compares it with the prices given
+        description="a name of your own for the prices table once it differs from the built-in one "
+        "(recorded with each cost)",
+    )
+    budgets: JudgeBudgets = Field(
+        default_factory=JudgeBudgets,
+        description="requests per minute, tokens and USD per day, for all judges and per judge kind",
+    )
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_var_name(cls, value: str) -> str:
+        if not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "not an environment variable name (letters, digits and '_'); give the variable's name, never the key"
+            )
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^/\s]+", value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL; write e.g. https://llm-proxy:8080")
+        return value
+
+    @field_serializer("base_url", when_used="json")
+    def _hide_userinfo(self, value: str | None) -> str | None:
+        """``https://TOKEN@proxy`` → ``https://***@proxy`` in dumps (``monitor config``): a proxy's user part
+        may be a token, which :func:`mask_url` (made for database URLs, whose user is not secret) leaves."""
+        return None if value is None else _USERINFO.sub(rf"\g<scheme>{MASK}@", value, count=1)
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _merge_prices(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {**DEFAULT_JUDGE_PRICES, **value}
+        return value
+
+    @field_validator("prices_version")
+    @classmethod
+    def _versioned_prices(cls, value: str, info: ValidationInfo) -> str:
+        prices = info.data.get("prices")  # absent when prices itself was rejected
+        if prices is not None and prices != DEFAULT_JUDGE_PRICES and value == JUDGE_PRICES_VERSION:
+            raise ValueError(
+                f"judge.prices differs from the built-in table {JUDGE_PRICES_VERSION!r}, so costs computed with it "
+                "would pass for list prices"
+            )
+        return value
+
+    def model_for(self, kind: str) -> str:
+        """The model judge ``kind`` uses: ``models[kind]``, else ``model``."""
+        return self.models.get(kind, self.model)
+
+    def api_key(self) -> SecretStr | None:
+        """The API key: the stripped content of ``api_key_file`` when set, else of the environment variable
+        ``api_key_env``; None when that is unset or empty. Raises :class:`OSError` when ``api_key_file``
+        cannot be read. The key is returned as a :class:`~pydantic.SecretStr`, never logged."""
+        if self.api_key_file is not None:
+            text = Path(self.api_key_file).read_text(encoding="utf-8").strip()
+        else:
+            text = os.environ.get(self.api_key_env, "").strip()
+        return SecretStr(text) if text else None
+
+
 class Settings(BaseSettings):
     """The monitor's configuration (see the module docstring for sources and precedence)."""
 
@@ -258,6 +487,7 @@ class Settings(BaseSettings):
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)  # type: ignore[arg-type]
     shutdown: ShutdownSettings = Field(default_factory=ShutdownSettings)  # type: ignore[arg-type]
     evaluation_events: EvaluationEventsSettings = Field(default_factory=EvaluationEventsSettings)  # type: ignore[arg-type]
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)  # type: ignore[arg-type]
     rules_file: Path | None = Field(None, description="YAML file of per-agent rules (SCORING.md §3.9)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
     log_client_debug: bool = Field(
@@ -327,26 +557,30 @@ class SettingsError(ValueError):
 
 # --------------------------------------------------------------------------- secrets
 
-_SECRET_WORDS = re.compile(r"password|passwd|secret|token|credential", re.IGNORECASE)
+_SECRET_WORDS = re.compile(r"password|passwd|secret|token|credential|api[_\-]?key$", re.IGNORECASE)
 _SECRET_NAMES = frozenset({"pwd", "pass", "key", "apikey", "api_key", "api-key", "private_key", "sslkey"})
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*):(?P<secret>[^\s@]*)@")
 _NAME_VALUE = re.compile(r"(?P<head>(?<![\w.\-])(?P<name>[A-Za-z_][\w.\-]*)=)(?P<value>[^\s&#;,'\")]+)")
+_ANTHROPIC_KEY = re.compile(r"(?<![\w\-])sk-ant-[\w\-]+")
 MASK = "***"
 
 
 def is_secret_name(name: str) -> bool:
     """True for parameter names whose values are secrets: any name containing ``password``,
-    ``passwd``, ``secret``, ``token`` or ``credential``, and ``key``, ``api_key``, ``pwd``… exactly."""
+    ``passwd``, ``secret``, ``token`` or ``credential`` or ending in ``api_key`` / ``apikey``
+    (``ANTHROPIC_API_KEY``), and ``key``, ``pwd``… exactly."""
     return bool(_SECRET_WORDS.search(name)) or name.lower() in _SECRET_NAMES
 
 
 def mask_secrets(text: str) -> str:
     """``text`` with every secret replaced by ``***``: the password of each ``scheme://user:password@``
-    URL, and the value of each ``name=value`` pair (URL query or DSN) whose name :func:`is_secret_name`.
+    URL, the value of each ``name=value`` pair (URL query or DSN) whose name :func:`is_secret_name`, and
+    anything shaped like an Anthropic API key (``sk-ant-…`` → ``sk-ant-***``).
 
     Errs on the side of masking: a ``scheme://a:b@`` that was not a password is masked too.
     """
-    masked = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@" if m["secret"] != MASK else m[0], text)
+    masked = _ANTHROPIC_KEY.sub(f"sk-ant-{MASK}", text)
+    masked = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@" if m["secret"] != MASK else m[0], masked)
 
     def _value(m: re.Match[str]) -> str:
         return f"{m['head']}{MASK}" if is_secret_name(m["name"]) else m[0]
@@ -371,14 +605,23 @@ def mask_url(url: str) -> str:
         rendered = make_url(url).render_as_string(hide_password=True)
     except Exception:
         rendered = url
-    return mask_secrets(rendered)
+    return mask_secrets(rendered.replace("%2A%2A%2A", MASK))  # a user already masked (***), not re-encoded
+
+
+def _is_token_count(name: str, value: Any) -> bool:
+    """``max_tokens: 1024``, ``input_tokens_per_day: 5e6``: a number under a key about ``tokens`` counts
+    LLM tokens; it is not an access token."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and "tokens" in name.lower()
 
 
 def _mask_tree(value: Any) -> Any:
     if isinstance(value, str):
         return mask_url(value)
     if isinstance(value, dict):
-        return {k: MASK if is_secret_name(str(k)) and v else _mask_tree(v) for k, v in value.items()}
+        return {
+            k: MASK if is_secret_name(str(k)) and v and not _is_token_count(str(k), v) else _mask_tree(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_mask_tree(v) for v in value]
     return value
@@ -480,6 +723,9 @@ def _describe(loc: tuple[Any, ...]) -> tuple[str, str | None, list[str]]:
     description = None
     siblings: list[str] = list(Settings.model_fields)
     for part in loc:
+        if get_origin(model) is dict:  # a key of a mapping setting (per_judge.<kind>): walk into its values
+            model = get_args(model)[1]
+            continue
         fields = getattr(model, "model_fields", None)
         if not fields:
             break
@@ -515,6 +761,10 @@ def _fix_hint(
     return f"{hint}; file key `{key}` or env {env_var_name(loc)}"
 
 
+_MASKED_VALUES: Final = frozenset({("judge", "api_key_env")})
+"""Settings whose rejected value is never quoted: a key pasted where the variable's name belongs."""
+
+
 def _problems(exc: ValidationError) -> list[str]:
     out: list[str] = []
     for err in exc.errors():
@@ -522,7 +772,10 @@ def _problems(exc: ValidationError) -> list[str]:
         _, description, siblings = _describe(loc)
         msg = err.get("msg", "invalid").removeprefix("Value error, ")
         fix = _fix_hint(loc, err.get("type", ""), description, err.get("ctx"), siblings)
-        out.append(format_problem(loc, err.get("input"), msg, fix))
+        value = err.get("input")
+        if value and (loc in _MASKED_VALUES or any(is_secret_name(str(part)) for part in loc)):
+            value = MASK  # an unknown `api_key:` or a key given as api_key_env: never echo it
+        out.append(format_problem(loc, value, msg, fix))
     return out
 
 

@@ -317,8 +317,10 @@ def judge_kinds() -> list[str]:
 
 
 def scorer_classes() -> dict[str, type[Scorer[Any]]]:
-    """Kind → class of every implemented kind (what the scoring stage can build)."""
-    return {k: info.cls for k, info in catalogue().items() if info.cls is not None}
+    """Kind → class of every implemented code kind (what the scoring stage runs inline). Judge classes are
+    left out: they need a model client and run in the judge worker (:func:`scorer_class` and :func:`build`
+    still return them)."""
+    return {k: info.cls for k, info in catalogue().items() if info.cls is not None and info.kind_class == "code"}
 
 
 # --------------------------------------------------------------------------- lookups
