@@ -27,11 +27,12 @@ capture and ``assert_tools``); pytest plugin: :mod:`monitor.pytest_plugin` (the 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from monitor import _lazy
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -73,12 +74,7 @@ _TYPES: dict[str, tuple[str, str]] = {
 
 
 def __getattr__(name: str) -> Any:
-    where = _TYPES.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where[0]), where[1])
-    globals()[name] = value
-    return value
+    return _lazy.load(__name__, globals(), _TYPES, name)
 
 
 # --------------------------------------------------------------------------- building runs

@@ -61,7 +61,16 @@ from monitor.settings import Settings
 from monitor.steps.assemble import AssembleStep
 from monitor.steps.commit import CommitStep
 from monitor.steps.contract import Message, MessageRejected, Step
-from monitor.steps.work import Health, InFlight, LoopStats, PipelineMetrics, ResultSink, Store, StoreAvailability
+from monitor.steps.work import (
+    Backoff,
+    Health,
+    InFlight,
+    LoopStats,
+    PipelineMetrics,
+    ResultSink,
+    Store,
+    StoreAvailability,
+)
 from monitor.store import StoreUnavailable
 from monitor.trajectory.assembler import Assembler, TopicPartition
 
@@ -148,8 +157,7 @@ class RunLoop:
         self._pause_reasons: set[str] = set()
         self._paused_tps: set[TopicPartition] = set()
         self._unverified: set[TopicPartition] = set()
-        self._verify_at = 0.0
-        self._verify_backoff = 0.1
+        self._verify_backoff = Backoff(clock)
         self._assigned: set[TopicPartition] = set()
         self._last_offset: dict[TopicPartition, int] = {}
         self._rewind: dict[TopicPartition, int] = {}  # revoked partitions: where to read from if they come back
@@ -209,8 +217,8 @@ class RunLoop:
         if self._pending:
             self._submit_pending()
         now = self.clock()
-        if self._unverified and now >= self._verify_at:
-            self._verify(now)
+        if self._unverified and self._verify_backoff.due():
+            self._verify()
         self.head.poll()
         self._update_pause()
         now = self.clock()
@@ -270,16 +278,15 @@ class RunLoop:
             return False
         self.availability.observe(True)
         self._unverified.discard(tp)
-        self._verify_backoff = 0.1
+        self._verify_backoff.succeeded()
         if n:
             log.info("%s/%d: %d replay marks above the committed offset", tp[0], tp[1], n)
         return True
 
-    def _verify(self, now: float) -> None:
+    def _verify(self) -> None:
         for tp in sorted(self._unverified):
             if not self._verify_now(tp):
-                self._verify_at = now + self._verify_backoff
-                self._verify_backoff = min(self._verify_backoff * 2, 5.0)
+                self._verify_backoff.failed()
                 break
 
     # ------------------------------------------------------------------ pausing

@@ -14,15 +14,12 @@ from collections.abc import Callable
 
 from monitor.scoring.stage import Backpressure
 from monitor.steps.contract import Message, MessageRejected, Step, TransformStep
-from monitor.steps.work import Scoring, TraceWork
+from monitor.steps.work import Backoff, Scoring, TraceWork
 from monitor.store import StoredResult
 
 log = logging.getLogger(__name__)
 
 Work = TraceWork | None
-
-RETRY_MIN_S = 0.1
-RETRY_MAX_S = 5.0
 
 
 class ScoreStep(TransformStep[Work, Work]):
@@ -32,15 +29,14 @@ class ScoreStep(TransformStep[Work, Work]):
         super().__init__(next_step)
         self.scoring = scoring
         self.clock = clock
-        self._retry_at = 0.0
-        self._backoff = RETRY_MIN_S
+        self._backoff = Backoff(clock)
         self._refusing = False
 
     def process(self, message: Message[Work]) -> Message[Work]:
         work = message.payload
         if work is None or not work.runs:
             return message
-        if self._refusing and self.clock() < self._retry_at:
+        if self._refusing and not self._backoff.due():
             raise MessageRejected("scoring")
         rows: list[StoredResult] = []
         owners: list[int] = []
@@ -49,25 +45,24 @@ class ScoreStep(TransformStep[Work, Work]):
                 if not work.sampled or not work.sampled[i]:
                     continue
                 by_id = {r.run_id: r for r in run.walk()}
+                tools: dict[str, tuple[str, ...]] = {}  # per run of the tree, built once
                 for result in self.scoring.score(run):
                     owner = by_id.get(result.run_id or "", run)
-                    rows.append(
-                        StoredResult(
-                            result=result, run_start_ns=owner.start_ns, tools=tuple(c.name for c in owner.calls)
-                        )
-                    )
+                    names = tools.get(owner.run_id)
+                    if names is None:
+                        names = tools[owner.run_id] = tuple(c.name for c in owner.calls)
+                    rows.append(StoredResult(result=result, run_start_ns=owner.start_ns, tools=names))
                     owners.append(i)
         except Backpressure as exc:
             if not self._refusing:
                 log.warning("scoring refuses work (%s): pausing consumption, retrying with a backoff", exc)
             self._refusing = True
-            self._retry_at = self.clock() + self._backoff
-            self._backoff = min(self._backoff * 2, RETRY_MAX_S)
+            self._backoff.failed()
             raise MessageRejected("scoring") from exc
         if self._refusing:
             log.info("scoring takes work again: resuming")
             self._refusing = False
-            self._backoff = RETRY_MIN_S
+            self._backoff.succeeded()
         work.rows = rows
         work.owners = owners
         return message

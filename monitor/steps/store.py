@@ -25,7 +25,7 @@ from monitor.ingest.dlq import HEADER_TRACE_ID, DeadLetterQueue, make_dead_lette
 from monitor.ingest.replay import ReplayGuard, trace_marks
 from monitor.settings import Settings
 from monitor.steps.contract import Message, MessageRejected, Step, TopicPartition
-from monitor.steps.work import LoopStats, PipelineMetrics, Store, StoreAvailability, TraceWork
+from monitor.steps.work import Backoff, LoopStats, PipelineMetrics, Store, StoreAvailability, TraceWork
 from monitor.store import StoreUnavailable
 from monitor.trajectory.assembler import ClosedTrace
 
@@ -34,8 +34,6 @@ log = logging.getLogger(__name__)
 Work = TraceWork | None
 
 UNSTORABLE: Final = "unstorable"
-RETRY_MIN_S: Final = 0.1
-RETRY_MAX_S: Final = 5.0
 
 
 class StoreStep:
@@ -72,8 +70,7 @@ class StoreStep:
         self._traces = 0  # traces (not offsets-only messages) in the batch
         self.written: deque[Message[Work]] = deque()
         self._failing = False
-        self._retry_at = 0.0
-        self._backoff = RETRY_MIN_S
+        self._backoff = Backoff(clock)
         self._next_retention = 0.0
 
     @property
@@ -93,7 +90,7 @@ class StoreStep:
                 self._flush()
 
     def poll(self) -> None:
-        if self.batch and self.clock() >= self._retry_at:
+        if self.batch and self._backoff.due():
             self._flush()
         self._forward()
         self.next.poll()
@@ -102,7 +99,7 @@ class StoreStep:
             self._retention()
 
     def join(self, timeout_s: float) -> None:
-        if self.batch and self.clock() >= self._retry_at:
+        if self.batch and self._backoff.due():
             self._flush()
         self._forward()
         self.next.join(timeout_s)
@@ -224,15 +221,13 @@ class StoreStep:
 
     def _outage(self, exc: StoreUnavailable) -> None:
         self.metrics.store_write("error")
-        self._retry_at = self.clock() + self._backoff
-        self._backoff = min(self._backoff * 2, RETRY_MAX_S)
+        self._backoff.failed()
         if not self._failing:
             self._failing = True
             log.warning("the store is unavailable (%s): %d closed traces held, retrying", exc, self._traces)
 
     def _end_outage(self) -> None:
-        self._backoff = RETRY_MIN_S
-        self._retry_at = 0.0
+        self._backoff.succeeded()
         if self._failing:
             self._failing = False
             log.info("the store is available again")

@@ -166,6 +166,31 @@ class Health(Protocol):
     def set_store_available(self, available: bool, now: float | None = None) -> None: ...
 
 
+class Backoff:
+    """A capped exponential retry delay (0.1 s doubling to 5 s) on an injected clock, never a sleep: after
+    :meth:`failed` the retry is :meth:`due` once the delay has passed; :meth:`succeeded` starts over."""
+
+    __slots__ = ("clock", "delay_s", "first_s", "max_s", "retry_at")
+
+    def __init__(self, clock: Callable[[], float], first_s: float = 0.1, max_s: float = 5.0) -> None:
+        self.clock = clock
+        self.first_s = first_s
+        self.max_s = max_s
+        self.delay_s = first_s
+        self.retry_at = 0.0
+
+    def due(self) -> bool:
+        return self.clock() >= self.retry_at
+
+    def failed(self) -> None:
+        self.retry_at = self.clock() + self.delay_s
+        self.delay_s = min(self.delay_s * 2, self.max_s)
+
+    def succeeded(self) -> None:
+        self.delay_s = self.first_s
+        self.retry_at = 0.0
+
+
 class StoreAvailability:
     """The store's availability as the steps and the loop see it: the gauge changes on transitions, health hears
     every observation (it measures how long the store has been out)."""

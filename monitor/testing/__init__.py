@@ -32,8 +32,9 @@ Importing this package is cheap: each piece is imported when first used.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from monitor import _lazy
 
 if TYPE_CHECKING:
     from monitor.ingest.memory import MemoryBroker, MemoryRecord, MemorySource
@@ -88,12 +89,7 @@ _WHERE: dict[str, tuple[str, str]] = {
 
 
 def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where[0]), where[1])
-    globals()[name] = value
-    return value
+    return _lazy.load(__name__, globals(), _WHERE, name)
 
 
 def __dir__() -> list[str]:

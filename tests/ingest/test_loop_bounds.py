@@ -26,6 +26,7 @@ from monitor.scoring.stage import ScoringStage
 from monitor.settings import Settings
 from monitor.store import open_store
 from tests.spanutil import Recorder, span
+from tests.steps.conftest import make_settings
 from tests.support.daemon import agent_traffic
 from tests.support.kafka import read_all
 
@@ -33,15 +34,7 @@ TOPIC = "bounds_spans"
 
 
 def settings_for(tmp_path: Path, **sections: dict[str, object]) -> Settings:
-    doc: dict[str, dict[str, object]] = {
-        "kafka": {"spans_topic": TOPIC, "commit_interval_s": 0.2},
-        "assembler": {"root_idle_s": 0.0, "idle_s": 0.5},
-        "store": {"url": f"sqlite:///{tmp_path / 'results.db'}"},
-        "dead_letter": {"enabled": False},
-    }
-    for name, values in sections.items():
-        doc.setdefault(name, {}).update(values)
-    return Settings(**doc)  # type: ignore[arg-type]
+    return make_settings(tmp_path, topic=TOPIC, **sections)  # type: ignore[arg-type]
 
 
 def make_loop(settings: Settings, broker: MemoryBroker, clock=time.monotonic) -> RunLoop:  # type: ignore[no-untyped-def]

@@ -80,9 +80,10 @@ class Parts:
         return StoreAvailability(self.metrics, self.health, self.clock)
 
 
-def make_settings(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
+def make_settings(tmp_path: Path, *, topic: str = TOPIC, **sections: dict[str, Any]) -> Settings:
+    """Settings of a pipeline under test: fast closes and commits, a SQLite store in ``tmp_path``, no DLQ."""
     doc: dict[str, dict[str, Any]] = {
-        "kafka": {"spans_topic": TOPIC, "commit_interval_s": 0.2},
+        "kafka": {"spans_topic": topic, "commit_interval_s": 0.2},
         "assembler": {"root_idle_s": 0.0, "idle_s": 0.5},
         "store": {"url": f"sqlite:///{tmp_path / 'results.db'}"},
         "dead_letter": {"enabled": False},

@@ -57,6 +57,12 @@ def records(n_traces: int, *, parts_per_trace: int = 2, seed: int = 5) -> list[M
     return [MemoryRecord(TOPIC, 0, i, key, value) for i, (key, value) in enumerate(traffic.records)]
 
 
+def decode_step(parts: Parts, end: Any) -> DecodeStep:
+    return DecodeStep(
+        end, parts.settings, dlq=parts.dlq, guard=ReplayGuard(parts.store), metrics=parts.metrics, stats=parts.stats
+    )
+
+
 def assemble_step(parts: Parts, end: Any, **limits: Any) -> AssembleStep:
     return AssembleStep(
         end,
@@ -75,14 +81,7 @@ def closed_traces(parts: Parts, n: int) -> list[TraceWork]:
     """``n`` closed traces of the agent traffic, as the assemble step hands them on."""
     end: Collect[Work] = Collect()
     assemble = assemble_step(parts, end)
-    decode = DecodeStep(
-        assemble,
-        parts.settings,
-        dlq=parts.dlq,
-        guard=ReplayGuard(parts.store),
-        metrics=parts.metrics,
-        stats=parts.stats,
-    )
+    decode = decode_step(parts, assemble)
     for rec in records(n):
         decode.submit(Message(rec))
     decode.poll()
@@ -134,9 +133,7 @@ def test_forget_drops_what_a_step_carries_for_a_revoked_partition(parts: Parts) 
 
 def test_decode_hands_on_spans_and_dead_letters_a_bad_record_keeping_its_offset(parts: Parts) -> None:
     end: Collect[Decoded] = Collect()
-    decode = DecodeStep(
-        end, parts.settings, dlq=parts.dlq, guard=ReplayGuard(parts.store), metrics=parts.metrics, stats=parts.stats
-    )
+    decode = decode_step(parts, end)
     good = records(1, parts_per_trace=1)[0]
     decode.submit(Message(good))
     decode.submit(Message(MemoryRecord(TOPIC, 0, 1, b"k", b"{not json")))
@@ -159,14 +156,7 @@ def test_assemble_offsets_never_pass_a_trace_still_on_its_way(parts: Parts) -> N
     order = [a0, b0, a1, b1]
     end: Collect[Work] = Collect()
     assemble = assemble_step(parts, end)
-    decode = DecodeStep(
-        assemble,
-        parts.settings,
-        dlq=parts.dlq,
-        guard=ReplayGuard(parts.store),
-        metrics=parts.metrics,
-        stats=parts.stats,
-    )
+    decode = decode_step(parts, assemble)
     for offset, rec in enumerate(order):
         decode.submit(Message(MemoryRecord(TOPIC, 0, offset, rec.key, rec.value)))
     decode.poll()
@@ -206,9 +196,7 @@ def test_assemble_reports_backlog_pressure_by_bytes_until_half_is_gone(parts: Pa
 
 def DecodeStep_spans(parts: Parts, rec: MemoryRecord) -> Any:
     end: Collect[Decoded] = Collect()
-    DecodeStep(
-        end, parts.settings, dlq=parts.dlq, guard=ReplayGuard(parts.store), metrics=parts.metrics, stats=parts.stats
-    ).submit(Message(rec))
+    decode_step(parts, end).submit(Message(rec))
     return end.payloads[0].spans
 
 
