@@ -122,15 +122,51 @@ issues = sa.Table(
     sa.Index(None, "kind", "tool"),
 )
 
+judge_jobs = sa.Table(
+    "judge_jobs",
+    metadata,
+    sa.Column("key", sa.Text, primary_key=True, comment="the verdict's idempotency key: trace|run|scorer|version"),
+    sa.Column("trace_id", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("agent", sa.Text, nullable=True),
+    sa.Column("scorer", sa.Text, nullable=False, comment="scorer instance id"),
+    sa.Column("scorer_kind", sa.Text, nullable=False),
+    sa.Column("scorer_version", sa.Integer, nullable=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("run", sa.JSON, nullable=False, comment="the run as monitor.trajectory.serialize writes it"),
+    sa.Column("run_start_ns", sa.BigInteger, nullable=True),
+    sa.Column("flagged", sa.Boolean, nullable=False, comment="a code check flagged the run"),
+    sa.Column("enqueued_at", UTCDateTime, nullable=False),
+    sa.Column("lease_owner", sa.Text, nullable=True, comment="the daemon judging it"),
+    sa.Column("lease_until", UTCDateTime, nullable=True, comment="after this another daemon may take it over"),
+    sa.Column("attempts", sa.Integer, nullable=False, comment="times the API did not answer it"),
+    sa.Index(None, "lease_until"),
+    sa.Index(None, "enqueued_at"),
+    comment="judge verdicts owed: written with the trace's code results, deleted with the verdict",
+)
+
 judge_batches = sa.Table(
     "judge_batches",
     metadata,
     sa.Column("id", sa.Text, primary_key=True, comment="provider batch id"),
-    sa.Column("custom_ids", sa.JSON, nullable=False, comment="custom ids of the requests in the batch"),
-    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("purpose", sa.String(16), nullable=False, comment="daemon | eval"),
+    sa.Column("model", sa.Text, nullable=True),
+    sa.Column("requests", sa.Integer, nullable=False, comment="requests in the batch"),
+    sa.Column("status", sa.String(32), nullable=False, comment="in_progress | canceling | ended | expired | lost"),
     sa.Column("submitted_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime, nullable=True),
     sa.Column("updated_at", UTCDateTime, nullable=True),
     sa.Index(None, "status", "submitted_at"),
+)
+
+judge_batch_requests = sa.Table(
+    "judge_batch_requests",
+    metadata,
+    sa.Column("batch_id", sa.Text, primary_key=True),
+    sa.Column("custom_id", sa.Text, primary_key=True, comment="sha256 of key#sample#round"),
+    sa.ForeignKeyConstraint(["batch_id"], ["judge_batches.id"], ondelete="CASCADE"),
+    sa.Index(None, "custom_id"),
+    comment="which batch holds which request, so a restart polls the batch instead of sending it again",
 )
 
 replay_marks = sa.Table(

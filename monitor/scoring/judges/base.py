@@ -24,7 +24,6 @@ schemas (:meth:`Judge.prompt_material`); editing a prompt changes the version an
 from __future__ import annotations
 
 import abc
-import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,13 +31,10 @@ from typing import Any, ClassVar, TypeVar
 
 import pydantic
 
-from monitor.scoring.base import Evaluation, NotScored, Outcome, Scorer, ScorerParams, canonical_json
+from monitor.scoring.base import Evaluation, NotScored, Scorer, ScorerParams, canonical_json
 from monitor.scoring.expectation import Expectation
 from monitor.scoring.judges.protocol import (
     Block,
-    Done,
-    Exchange,
-    Failed,
     JudgeConfig,
     Validate,
     build_request,
@@ -46,7 +42,7 @@ from monitor.scoring.judges.protocol import (
     render_user_message,
     schema_errors,
 )
-from monitor.scoring.result import JudgeUsage, ScoreResult
+from monitor.scoring.result import ScoreResult
 from monitor.trajectory.model import Run, ToolDef
 
 __all__ = [
@@ -197,62 +193,18 @@ def run_judge(
     config: JudgeConfig,
     send: Send,
 ) -> ScoreResult:
-    """Prepare, run the §4.0 exchange(s) through ``send`` and decide: the §5.1 record. Never raises
-    (an exception in the judge's own code is ``error/internal``, as for every scorer)."""
-    turns: Sequence[Run] = (runs,) if isinstance(runs, Run) else tuple(runs)
-    run = turns[-1]
-    totals = {"input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 0}
-    requests = 0
+    """Prepare, run the §4.0 exchange(s) through ``send`` one request at a time and decide: the §5.1 record
+    (:class:`~monitor.scoring.judges.task.JudgeTask` driven synchronously). Never raises (an exception in the
+    judge's own code is ``error/internal``, as for every scorer)."""
+    from monitor.scoring.judges.task import JudgeTask
 
-    def usage() -> JudgeUsage:
-        return JudgeUsage(model=config.model, requests=requests, batch=config.batch, **totals)
-
-    def finish(result: ScoreResult, **extra: Any) -> ScoreResult:
-        details = {**result.details, "prompt_hash": judge.prompt_hash, **extra}
-        return dataclasses.replace(result, details=details, judge=usage() if requests else None)
-
-    try:
-        prepared = judge.prepare(turns, reference, config)
-    except Exception as exc:
-        return judge._internal_error(run, exc)
-    if not isinstance(prepared, Prepared):
-        return finish(judge._wrap(run, prepared))
-    verdicts: list[dict[str, Any]] = []
-    failures: list[str] = []
-    for _ in range(prepared.samples):
-        exchange = Exchange(prepared.body, prepared.validate)
-        body = prepared.body
-        while True:
+    task = JudgeTask(judge, runs, reference, config)
+    while not task.done:
+        for request in task.pending(limit=1):
             try:
-                response = send(body)
+                response = send(request.body)
             except JudgeUnavailable as exc:
-                result = judge.error(run, "judge_unavailable", {"message": str(exc)[:500]})
-                return finish(result, truncated=prepared.truncated)
-            requests += 1
-            raw_usage = response.get("usage") or {}
-            for key in totals:
-                value = raw_usage.get(key) if isinstance(raw_usage, Mapping) else None
-                totals[key] += int(value or 0)
-            step = exchange.advance(response)
-            if isinstance(step, Done):
-                verdicts.append(step.verdict)
+                task.fail(request.custom_id, str(exc))
                 break
-            if isinstance(step, Failed):
-                failures.append(step.detail)
-                break
-            body = step.body
-    if not verdicts:
-        result = judge.error(run, "judge_output_invalid", {"problems": failures})
-        return finish(result, truncated=prepared.truncated)
-    try:
-        evaluation = judge.decide(verdicts, prepared)
-    except Exception as exc:
-        return finish(judge._internal_error(run, exc))
-    result = judge._wrap(run, evaluation)
-    extra: dict[str, Any] = {"truncated": prepared.truncated}
-    if prepared.samples > 1:
-        extra["samples"] = len(verdicts)
-        extra["samples_failed"] = len(failures)
-    if isinstance(evaluation, Outcome):
-        result = dataclasses.replace(result, reason=judge.reason_of(verdicts))
-    return finish(result, **extra)
+            task.feed(request.custom_id, response)
+    return task.result()
