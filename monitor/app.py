@@ -35,9 +35,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, Final
@@ -57,6 +59,10 @@ from monitor.ingest.loop import (
     RunLoop,
 )
 from monitor.ingest.replay import ReplayGuard
+from monitor.judging.budget import TOTAL, JudgeBudget
+from monitor.judging.intake import JudgeIntake
+from monitor.judging.pool import JudgePool
+from monitor.judging.startup import cache_prefix_warnings, configured_judges
 from monitor.preflight import EXIT_BROKERS_UNREACHABLE, EXIT_CONFIG, EXIT_OK, preflight
 from monitor.rules.ruleset import RuleSet
 from monitor.sampling.sampler import Sampler
@@ -66,6 +72,7 @@ from monitor.steps.assemble import AssembleStep
 from monitor.steps.commit import CommitStep
 from monitor.steps.decode import DecodeStep
 from monitor.steps.export import ExportStep
+from monitor.steps.judge import JudgeStep, Pool
 from monitor.steps.observe import ObserveStep
 from monitor.steps.rebuild import RebuildStep
 from monitor.steps.sample import SampleStep
@@ -117,6 +124,7 @@ class App:
         self.dlq: DeadLetterQueue | None = None
         self.events: EvaluationEventExporter | None = None
         self.source: Source | None = None
+        self.pool: JudgePool | None = None
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
@@ -223,7 +231,10 @@ class App:
             ) from exc
         ruleset = RuleSet.load(s.rules_file) if s.rules_file is not None else None
         sampler = Sampler(s.sampling)
-        stage = ScoringStage(s, ruleset, sampler, lambda: datetime.now(UTC))
+        judges = self._start_judges(ruleset) if s.judge.enabled else None
+        stage = ScoringStage(
+            s, ruleset, sampler, lambda: datetime.now(UTC), submitter=judges.intake if judges is not None else None
+        )
 
         def make_source(on_revoked: PartitionsCallback, on_assigned: PartitionsCallback) -> Source:
             self.source = KafkaSource(s.kafka, on_revoked, on_assigned, **self.consumer_config)
@@ -235,7 +246,9 @@ class App:
         if s.evaluation_events.enabled:
             self.events = EvaluationEventExporter(s.evaluation_events, on_outcome=metrics.evaluation_events)
             sinks.append(self.events)
-        self.loop = build_loop(s, make_source, self.dlq, stage, self.store, metrics, self.health, sampler, sinks=sinks)
+        self.loop = build_loop(
+            s, make_source, self.dlq, stage, self.store, metrics, self.health, sampler, sinks=sinks, judges=judges
+        )
         log.info(
             "started: topics %s, group %s, store %s, HTTP port %d",
             [s.kafka.spans_topic] + ([s.kafka.logs_topic] if s.kafka.logs_topic else []),
@@ -244,9 +257,29 @@ class App:
             self.http.port,
         )
 
+    def _start_judges(self, ruleset: RuleSet | None) -> Judges:
+        """The judge pool (its thread started), budget and intake; says which judges cannot cache."""
+        s = self.settings
+        assert self.metrics is not None
+        budget = JudgeBudget.from_settings(s.judge, clock=lambda: datetime.now(UTC))
+        self.pool = JudgePool(s.judge, budget, self.metrics).start()
+        owner = s.judge.owner or socket.gethostname()
+        intake = JudgeIntake(s, budget, self.pool, self.metrics, owner=owner, ruleset=ruleset)
+        rule_scorers = (
+            [(sid, sc.kind, dict(sc.params)) for rule in ruleset.config.rules for sid, sc in rule.scorers.items()]
+            if ruleset is not None
+            else []
+        )
+        for warning in cache_prefix_warnings(s, configured_judges(s, rule_scorers)):
+            log.warning("%s", warning)
+        self.metrics.set_judge_budget_remaining(budget.remaining(TOTAL))
+        log.info("judges on: model %s, %d at once, owner %s", s.judge.model, s.judge.concurrency, owner)
+        return Judges(self.pool, intake, owner)
+
     def _teardown(self) -> None:
         self.health.set_alive(False)
         steps: list[tuple[str, Callable[[], None] | None]] = [
+            ("judge pool", self.pool.stop if self.pool else None),
             ("consumer", self.source.close if self.source else None),
             ("dead-letter producer", self.dlq.close if self.dlq else None),
             ("evaluation-event exporter", (lambda: events.shutdown(5.0)) if (events := self.events) else None),
@@ -261,10 +294,21 @@ class App:
             except Exception:
                 log.warning("error closing the %s", name, exc_info=True)
         self.source = None
+        self.pool = None
         self.dlq = None
         self.events = None
         self.http = None
         self.store = None
+
+
+@dataclass(frozen=True, slots=True)
+class Judges:
+    """The judge parts the pipeline needs: the pool, the intake (which also resumes jobs owed) and this daemon's
+    name on its leases."""
+
+    pool: Pool
+    intake: JudgeIntake
+    owner: str
 
 
 def build_loop(
@@ -278,13 +322,16 @@ def build_loop(
     sampler: SamplingPolicy,
     *,
     sinks: Sequence[ResultSink] = (),
+    judges: Judges | None = None,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
 ) -> RunLoop:
     """The pipeline, built back to front (each step holds the next), and the run loop that drives it::
 
-        decode → assemble → rebuild → sample → score → store → observe → export → commit
+        decode → assemble → rebuild → sample → score → judge → store → observe → export → commit
 
+    With ``judges`` the scoring stage must have ``judges.intake`` as its submitter; without, the judge step
+    passes messages through.
     ``clock`` is monotonic seconds (assembler timing, backoffs, timers), ``wall`` epoch seconds (commit times,
     retention). Tests build the same chain with the in-memory source and a manual clock.
     """
@@ -330,7 +377,18 @@ def build_loop(
         wall=wall,
         write_batch=WRITE_BATCH,
     )
-    score = ScoreStep(stored, scoring, clock=clock)
+    judge = JudgeStep(
+        stored,
+        pool=judges.pool if judges is not None else None,
+        resume=judges.intake if judges is not None else None,
+        store=store if judges is not None else None,
+        owner=judges.owner if judges is not None else "",
+        lease_s=settings.judge.lease_s,
+        max_backlog=settings.judge.max_backlog,
+        clock=clock,
+        wall=wall,
+    )
+    score = ScoreStep(judge, scoring, clock=clock, judges=judges.intake if judges is not None else None)
     sample = SampleStep(score, sampler)
     rebuild = RebuildStep(sample, settings, guard=guard)
     assemble = AssembleStep(

@@ -388,6 +388,35 @@ class JudgeSettings(_Section):
         1000, ge=1, description="runs waiting for a judge; beyond this new runs are dropped and counted"
     )
     only_flagged: bool = Field(False, description="judge only runs that a code check flagged")
+    max_wait_s: float = Field(
+        21_600.0,
+        gt=0,
+        description="a run waiting this long for its verdict (the API down, the budget spent) is dropped and counted",
+    )
+    lease_s: float = Field(
+        600.0,
+        ge=10,
+        description="a daemon that stops renewing its claim on a waiting verdict for this long gives it to another",
+    )
+    owner: str | None = Field(
+        None,
+        min_length=1,
+        description="this daemon's name on the verdicts it owes (default the host name: a restarted pod resumes "
+        "its own at once)",
+    )
+    batch_max_requests: int = Field(
+        1000, ge=1, le=100_000, description="with batch: requests per Message Batch at most"
+    )
+    batch_max_wait_s: float = Field(
+        60.0, gt=0, description="with batch: a request waits at most this long before its batch is sent"
+    )
+    batch_poll_s: float = Field(30.0, gt=0, description="with batch: seconds between polls of a batch in flight")
+    calibration_floor: float = Field(
+        0.6,
+        ge=-1,
+        le=1,
+        description="Cohen's kappa below which `monitor judge calibrate` flags a judge",
+    )
     rejudge_borderline: float | None = Field(
         None,
         gt=0,

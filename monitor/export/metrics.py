@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import platform
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
-from typing import Final
+from typing import Final, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.process_collector import ProcessCollector
@@ -84,6 +84,21 @@ EVENT_OUTCOMES: Final = ("exported", "dropped_queue_full", "failed")
 SAMPLING_DECISIONS: Final = ("sampled", "skipped")
 RESULT_STATUSES: Final = ("scored", "not_applicable", "error")
 
+JUDGE_REQUEST_OUTCOMES: Final = (
+    "ok",
+    "rate_limited",
+    "overloaded",
+    "server_error",
+    "timeout",
+    "connection",
+    "unauthorized",
+    "rejected",
+)
+JUDGE_DROP_REASONS: Final = ("not_flagged", "budget_priority", "backlog", "too_large", "budget", "expired")
+JUDGE_TOKEN_KINDS: Final = ("input", "output", "cache_read", "cache_write")
+JUDGE_LATENCY_BUCKETS: Final = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
+"""Seconds; a judge request usually takes 1–10 s."""
+
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 """Histogram buckets for scores in [0, 1]: ``le="0.0"`` counts exact zeros, ``le="1.0"`` everything."""
 
@@ -92,6 +107,19 @@ NO_TOOL: Final = "none"
 
 EXEMPLAR_MAX_CHARS: Final = 128
 """OpenMetrics limit on the combined length of an exemplar's label names and values."""
+
+
+class JudgeTokens(Protocol):
+    """Token counts of a judge request (``monitor.scoring.judges.cost.Usage``)."""
+
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cache_read_input_tokens(self) -> int: ...
+    @property
+    def cache_creation_input_tokens(self) -> int: ...
 
 
 def _passed_label(result: ScoreResult) -> str:
@@ -342,6 +370,66 @@ class Metrics:
             buckets=SCORE_BUCKETS,
         )
 
+        # ------------------------------------------------------------- judges
+        self.judge_requests_total = Counter(
+            "judge_requests",
+            "Judge API requests, by judge kind, model and outcome (ok, rate_limited, overloaded, server_error, "
+            "timeout, connection, unauthorized, rejected).",
+            ["judge", "model", "outcome"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.judge_request_duration_seconds = Histogram(
+            "judge_request_duration_seconds",
+            "Latency of judge API requests (answered or not), by judge kind.",
+            ["judge"],
+            namespace=NAMESPACE,
+            registry=reg,
+            buckets=JUDGE_LATENCY_BUCKETS,
+        )
+        self.judge_tokens_total = Counter(
+            "judge_tokens",
+            "Tokens of answered judge requests, by judge kind, model and kind (input, output, cache_read, "
+            "cache_write).",
+            ["judge", "model", "kind"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.judge_cost_usd_total = Counter(
+            "judge_cost_usd",
+            "USD spent on judge requests (the judge.prices table), by judge kind and model.",
+            ["judge", "model"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.judge_runs_dropped_total = Counter(
+            "judge_runs_dropped",
+            "Runs a judge did not judge, by judge kind and reason (not_flagged, budget_priority, backlog, "
+            "too_large, budget, expired).",
+            ["judge", "reason"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.judge_backlog = Gauge(
+            "judge_backlog",
+            "Verdicts this daemon owes: queued, being judged, or judged and not yet stored.",
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.judge_budget_remaining = Gauge(
+            "judge_budget_remaining",
+            "What a judge budget still allows, by scope (total or a judge kind) and limit (requests_per_minute, "
+            "input_tokens_per_day, output_tokens_per_day, usd_per_day); only configured limits.",
+            ["scope", "limit"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self._judge_kind = CappedLabel(max_values=64)
+        self._judge_model = CappedLabel()
+        self._judge_outcome = CappedLabel(JUDGE_REQUEST_OUTCOMES)
+        self._judge_reason = CappedLabel(JUDGE_DROP_REASONS)
+        self._budget_scope = CappedLabel(max_values=64)
+
         for outcome in CLOSE_OUTCOMES:
             self.traces_closed_total.labels(outcome)
         for outcome in STORE_OUTCOMES:
@@ -435,6 +523,53 @@ class Metrics:
         """Count ``n`` sampling decisions (sampled|skipped)."""
         self.runs_sampled_total.labels(self._decision(decision)).inc(n)
 
+    # ================================================================= judges
+
+    def judge_request(self, judge: str, model: str, outcome: str, seconds: float) -> None:
+        """Count one judge API request by ``outcome`` and observe its latency."""
+        kind = self._judge_kind(judge)
+        self.judge_requests_total.labels(kind, self._judge_model(model), self._judge_outcome(outcome)).inc()
+        self.judge_request_duration_seconds.labels(kind).observe(max(0.0, seconds))
+
+    def judge_usage(self, judge: str, model: str, usage: JudgeTokens, usd: float | None) -> None:
+        """Count the tokens (by kind) and the USD of an answered judge request."""
+        kind, model_label = self._judge_kind(judge), self._judge_model(model)
+        for token_kind, n in (
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_read", usage.cache_read_input_tokens),
+            ("cache_write", usage.cache_creation_input_tokens),
+        ):
+            if n:
+                self.judge_tokens_total.labels(kind, model_label, token_kind).inc(n)
+        if usd:
+            self.judge_cost_usd_total.labels(kind, model_label).inc(usd)
+
+    def judge_dropped(self, judge: str, reason: str, n: int = 1) -> None:
+        """Count ``n`` runs ``judge`` did not judge, with the ``reason``."""
+        self.judge_runs_dropped_total.labels(self._judge_kind(judge), self._judge_reason(reason)).inc(n)
+
+    def set_judge_backlog(self, n: int) -> None:
+        self.judge_backlog.set(n)
+
+    def set_judge_budget_remaining(self, remaining: Mapping[str, Mapping[str, float]]) -> None:
+        """``remaining``: :meth:`monitor.judging.budget.JudgeBudget.remaining` (scope → limit → amount)."""
+        for scope, limits in remaining.items():
+            for limit, amount in limits.items():
+                self.judge_budget_remaining.labels(self._budget_scope(scope), limit).set(amount)
+
+    def observe_verdicts(self, run: Run, results: Sequence[ScoreResult]) -> None:
+        """Count judge verdicts the store took as NEW: like :meth:`observe_results` but the run and its tool
+        calls are not counted again (its code results counted them)."""
+        if not results:
+            return
+        with self._quality_lock:
+            try:
+                self._observe(run, results, count_runs=False)
+            finally:
+                self._agent_cache.clear()
+                self._tool_cache.clear()
+
     def set_open_traces(self, n: int, spans: int, oldest_age_s: float, nbytes: int = 0) -> None:
         """Report the assembler's state: open traces, buffered spans and bytes, age of the oldest open trace."""
         self.traces_open.set(n)
@@ -470,7 +605,7 @@ class Metrics:
                 self._agent_cache.clear()
                 self._tool_cache.clear()
 
-    def _observe(self, root: Run, results: Sequence[ScoreResult]) -> None:
+    def _observe(self, root: Run, results: Sequence[ScoreResult], *, count_runs: bool = True) -> None:
         by_id: dict[str, Run] = {}
         for r in root.walk():
             by_id.setdefault(r.run_id, r)
@@ -481,7 +616,7 @@ class Metrics:
             grouped.setdefault(rid, []).append(res)
 
         # runs scored + tool calls
-        for r in _covered(root, grouped):
+        for r in _covered(root, grouped) if count_runs else ():
             own = grouped.get(r.run_id, [])
             agent_name = next((x.agent for x in own if x.agent), None) or r.agent
             exemplar = _exemplar(r.trace_id or root.trace_id, r.run_id)

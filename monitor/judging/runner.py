@@ -15,6 +15,7 @@ Nothing more: the async pool, Message Batches and the budgets live elsewhere.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import time
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from monitor.scoring.judges.protocol import JudgeConfig
 from monitor.scoring.result import JudgeUsage, ScoreResult
 from monitor.trajectory.model import Run
 
-__all__ = ["judge_run", "send_with"]
+__all__ = ["judge_run", "send_with", "split_body", "usage_cost"]
 
 
 def send_with(client: anthropic.Anthropic) -> Send:
@@ -38,12 +39,7 @@ def send_with(client: anthropic.Anthropic) -> Send:
 
     def send(body: dict[str, Any]) -> Mapping[str, Any]:
         try:
-            known = _create_parameters(client)
-            kwargs = {k: v for k, v in body.items() if k in known}
-            extra = {k: v for k, v in body.items() if k not in known}
-            if extra:  # e.g. ``temperature``, which this SDK's ``create`` no longer names
-                kwargs["extra_body"] = extra
-            message: anthropic.types.Message = client.messages.create(**kwargs)
+            message: anthropic.types.Message = client.messages.create(**split_body(client.messages.create, body))
         except anthropic.APIError as exc:
             raise JudgeUnavailable(f"{type(exc).__name__}: {exc}") from exc
         dumped: dict[str, Any] = message.model_dump(mode="json", exclude_none=True)
@@ -52,9 +48,21 @@ def send_with(client: anthropic.Anthropic) -> Send:
     return send
 
 
-def _create_parameters(client: anthropic.Anthropic) -> frozenset[str]:
-    """The keyword parameters ``client.messages.create`` declares (the rest of a body goes in ``extra_body``)."""
-    return frozenset(inspect.signature(client.messages.create).parameters)
+def split_body(create: Any, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments for ``create`` (``client.messages.create``, sync or async) that send exactly
+    ``body``: the keys ``create`` declares as they are, the rest (e.g. ``temperature``, which this SDK's
+    ``create`` no longer names) in ``extra_body``."""
+    known = _parameters(getattr(create, "__func__", create))
+    kwargs = {k: v for k, v in body.items() if k in known}
+    extra = {k: v for k, v in body.items() if k not in known}
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+@functools.cache
+def _parameters(create: Any) -> frozenset[str]:
+    return frozenset(inspect.signature(create).parameters)
 
 
 def judge_run(
@@ -74,12 +82,12 @@ def judge_run(
     usage = dataclasses.replace(
         result.judge,
         latency_ms=round((time.monotonic() - started) * 1000, 3),
-        cost_usd=_cost(result.judge, settings),
+        cost_usd=usage_cost(result.judge, settings),
     )
     return [dataclasses.replace(result, judge=usage)]
 
 
-def _cost(usage: JudgeUsage, settings: Any) -> float | None:
+def usage_cost(usage: JudgeUsage, settings: Any) -> float | None:
     """USD of ``usage`` from the settings' price table (SCORING §4.0); None when the model has no price."""
     section = getattr(settings, "judge", settings)
     prices = getattr(section, "prices", None)

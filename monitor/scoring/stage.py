@@ -28,12 +28,13 @@
    again with that flag (``always_if_flagged``). Judge scorers (kinds starting with ``judge_``)
    are asked last, with the final flag. A scorer sampled out produces no result.
 5. **Judges.** Admitted judge specs of each run go to the optional :class:`JudgeSubmitter`
-   (``submit(run, specs)``, after all code scoring of the tree); they produce no result here (the
-   judge worker stores them later). Without a submitter each yields ``not_applicable/
-   judges_disabled``. ``Backpressure`` from the submitter propagates out of :meth:`score` (the run
-   loop pauses and re-offers the run later: code results are recomputed identically, and the
-   submitter must be idempotent on (trace id, run id, scorer, version) because runs whose
-   judges were accepted before the rejection are submitted again).
+   (``submit(run, specs, flagged=…, expectation=…)``, after all code scoring of the tree); the
+   results it returns (judges decided without the API, e.g. ``not_applicable``) are stamped and
+   returned with the code results; verdicts are stored later by the judge pool. Without a submitter
+   each yields ``not_applicable/judges_disabled``. ``Backpressure`` from the submitter propagates
+   out of :meth:`score` (the run loop pauses and re-offers the run later: code results are
+   recomputed identically, and the submitter must be idempotent on (trace id, run id, scorer,
+   version) because runs whose judges were accepted before the rejection are submitted again).
 6. **Identity.** Every result carries the run's ``trace_id``, ``run_id``, ``agent``,
    ``conversation_id`` and ``scored_at`` (ISO 8601 of the injected clock, read once per call; a
    naive datetime is taken as UTC).
@@ -132,14 +133,18 @@ class Backpressure(Exception):
 class JudgeSubmitter(Protocol):
     """The seam to the judge pool (a later issue).
 
-    ``submit(run, specs)`` enqueues the judge ``specs`` for ``run`` and returns at once; the
-    results are produced and stored by the judge worker, not returned here. It either accepts
-    every spec or raises :class:`Backpressure` having accepted none. Submissions are at least
-    once: the same (trace id, run id, scorer id) may be submitted again after a rejection or a
-    replay, so the submitter dedupes on the idempotency key.
+    ``submit(run, specs, flagged=…, expectation=…)`` takes the judge ``specs`` for ``run`` and
+    returns at once: the results decided without a model (``not_applicable``, an ``error``), while
+    verdicts are produced and stored by the judge pool. ``flagged``: a code check flagged the run;
+    ``expectation``: the run's merged expectation. It either takes every spec or raises
+    :class:`Backpressure` having taken none. Submissions are at least once: the same (trace id,
+    run id, scorer id) may be submitted again after a rejection or a replay, so the submitter
+    dedupes on the idempotency key.
     """
 
-    def submit(self, run: Run, specs: Sequence[ScorerSpec]) -> None: ...
+    def submit(
+        self, run: Run, specs: Sequence[ScorerSpec], *, flagged: bool, expectation: Expectation
+    ) -> Sequence[ScoreResult]: ...
 
 
 def has_reference(expectation: Expectation) -> bool:
@@ -258,19 +263,20 @@ class ScoringStage:
         scored_at = self._now()
         runs = list(run.walk()) if self.settings.scoring.score_children else [run]
         results: list[ScoreResult] = []
-        pending: list[tuple[Run, list[_Entry]]] = []
+        pending: list[tuple[Run, list[_Entry], bool, Expectation]] = []
         for r in runs:
-            code, judges = self._score_one(r)
+            code, judges, flagged, expectation = self._score_one(r)
             results.extend(self._stamp(r, res, scored_at) for res in code)
             if judges:
-                pending.append((r, judges))
-        for r, judges in pending:
-            results.extend(self._stamp(r, res, scored_at) for res in self._judge(r, judges))
+                pending.append((r, judges, flagged, expectation))
+        for r, judges, flagged, expectation in pending:
+            decided = self._judge(r, judges, flagged, expectation)
+            results.extend(self._stamp(r, res, scored_at) for res in decided)
         return results
 
     # ----------------------------------------------------------------- one run
 
-    def _score_one(self, run: Run) -> tuple[list[ScoreResult], list[_Entry]]:
+    def _score_one(self, run: Run) -> tuple[list[ScoreResult], list[_Entry], bool, Expectation]:
         expectation, specs = self._plan(run)
         code: list[_Entry] = []
         judges: list[_Entry] = []
@@ -289,7 +295,7 @@ class ScoringStage:
                     entry.result = self._run_scorer(entry.spec, run, expectation)
         flagged = any(e.result is not None and self._flags(e.result) for e in code)
         admitted = [e for e in judges if self._enabled(e.spec, run, flagged)]
-        return [e.result for e in code if e.result is not None], admitted
+        return [e.result for e in code if e.result is not None], admitted, flagged, expectation
 
     def _plan(self, run: Run) -> tuple[Expectation, list[ScorerSpec]]:
         """The run's expectation and its ordered scorer specs (checks with rule overrides, then rules)."""
@@ -384,19 +390,18 @@ class ScoringStage:
             )
         return result
 
-    def _judge(self, run: Run, entries: list[_Entry]) -> list[ScoreResult]:
+    def _judge(self, run: Run, entries: list[_Entry], flagged: bool, expectation: Expectation) -> list[ScoreResult]:
         specs = [e.spec for e in entries]
         if self.submitter is None:
             return [self._placeholder(s, run, "not_applicable", "judges_disabled") for s in specs]
         try:
-            self.submitter.submit(run, specs)
+            return list(self.submitter.submit(run, specs, flagged=flagged, expectation=expectation))
         except Backpressure:
             raise
         except Exception as exc:
             log.exception("judge submission failed for trace %s run %s", run.trace_id, run.run_id)
             details = {"exception": type(exc).__name__, "message": str(exc)[:500]}
             return [self._placeholder(s, run, "error", "internal", details) for s in specs]
-        return []
 
     def _placeholder(
         self, spec: ScorerSpec, run: Run, status: str, reason: str, details: Mapping[str, Any] | None = None

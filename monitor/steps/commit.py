@@ -20,12 +20,12 @@ from monitor.ingest.consumer import CommitError
 from monitor.ingest.dlq import DeadLetter, DeadLetterQueue
 from monitor.ingest.replay import ReplayGuard
 from monitor.steps.contract import Message, TopicPartition
-from monitor.steps.work import InFlight, LoopStats, PipelineMetrics, Store, StoreAvailability, TraceWork
+from monitor.steps.work import InFlight, LoopStats, PipelineMetrics, Store, StoreAvailability, TraceWork, VerdictWork
 from monitor.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-Work = TraceWork | None
+Work = TraceWork | VerdictWork | None
 
 MARK_PRUNE_INTERVAL_S: Final = 30.0
 
@@ -76,7 +76,7 @@ class CommitStep:
 
     def submit(self, message: Message[Work]) -> None:
         self.offsets.update(message.committable)
-        if message.payload is not None:
+        if isinstance(message.payload, TraceWork):
             self.inflight.done(message.payload.closed)
 
     def poll(self) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from monitor.steps.contract import Message, Step, TransformStep
-from monitor.steps.work import ResultSink, TraceWork
+from monitor.steps.work import ResultSink, TraceWork, VerdictWork
 
-Work = TraceWork | None
+Work = TraceWork | VerdictWork | None
 
 
 class ExportStep(TransformStep[Work, Work]):

@@ -4,15 +4,17 @@ For each trace that reached the store (or was handled before): ``monitor_traces_
 trace, ``monitor_replays_skipped_total{kind="trace"}`` for a replayed one; the quality metrics of every result the
 store took as **new** (``Metrics.observe_results``, per top-level run), ``monitor_store_writes_total`` (new /
 duplicate) and ``monitor_runs_sampled_total`` (sampled / skipped). A replay therefore never counts twice.
+Judge verdicts: the quality metrics of the new ones (``Metrics.observe_verdicts``: the run and its calls are not
+counted again) and ``monitor_store_writes_total``.
 """
 
 from __future__ import annotations
 
 from monitor.scoring.result import ScoreResult
 from monitor.steps.contract import Message, Step, TransformStep
-from monitor.steps.work import LoopStats, PipelineMetrics, TraceWork
+from monitor.steps.work import LoopStats, PipelineMetrics, TraceWork, VerdictWork
 
-Work = TraceWork | None
+Work = TraceWork | VerdictWork | None
 
 
 class ObserveStep(TransformStep[Work, Work]):
@@ -25,9 +27,27 @@ class ObserveStep(TransformStep[Work, Work]):
 
     def process(self, message: Message[Work]) -> Message[Work]:
         work = message.payload
-        if work is not None:
+        if isinstance(work, VerdictWork):
+            self._observe_verdicts(work)
+        elif work is not None:
             self._observe(work)
         return message
+
+    def _observe_verdicts(self, work: VerdictWork) -> None:
+        new_by_run: dict[int, list[ScoreResult]] = {}
+        for row, owner, new in zip(work.rows, work.owners, work.new, strict=True):
+            if new:
+                new_by_run.setdefault(owner, []).append(row.result)
+        for owner, results in new_by_run.items():
+            self.metrics.observe_verdicts(work.runs[owner], results)
+        n_new = sum(len(results) for results in new_by_run.values())
+        if n_new:
+            self.metrics.store_write("new", n_new)
+        if len(work.rows) - n_new:
+            self.metrics.store_write("duplicate", len(work.rows) - n_new)
+        self.stats.verdicts_new += n_new
+        self.stats.results_new += n_new
+        self.stats.results_duplicate += len(work.rows) - n_new
 
     def _observe(self, work: TraceWork) -> None:
         stats, metrics = self.stats, self.metrics

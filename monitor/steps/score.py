@@ -5,13 +5,17 @@ The stage scores each sampled top-level run and, per its settings, the runs nest
 :class:`~monitor.scoring.stage.Backpressure` (the judge pool is full) the step refuses the trace (nothing taken:
 the results of the attempt are discarded, they are recomputed identically) and keeps refusing, cheaply, for a
 capped exponential backoff (0.1 s → 5 s) before it tries again; meanwhile it reports ``scoring`` pressure.
+The judge verdicts the trace's runs are owed (taken by the judge intake while the stage scored them) go in
+``TraceWork.owed``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
+from monitor.judging.pool import PoolJob
 from monitor.scoring.stage import Backpressure
 from monitor.steps.contract import Message, MessageRejected, Step, TransformStep
 from monitor.steps.work import Backoff, Scoring, TraceWork
@@ -22,13 +26,22 @@ log = logging.getLogger(__name__)
 Work = TraceWork | None
 
 
-class ScoreStep(TransformStep[Work, Work]):
-    """Fills ``TraceWork.rows`` and ``owners``; see the module docstring."""
+class OwedJudges(Protocol):
+    """The judge intake (:class:`~monitor.judging.intake.JudgeIntake`): the verdicts the runs just scored are owed."""
 
-    def __init__(self, next_step: Step[Work], scoring: Scoring, *, clock: Callable[[], float]) -> None:
+    def drain(self) -> list[PoolJob]: ...
+
+
+class ScoreStep(TransformStep[Work, Work]):
+    """Fills ``TraceWork.rows``, ``owners`` and ``owed``; see the module docstring."""
+
+    def __init__(
+        self, next_step: Step[Work], scoring: Scoring, *, clock: Callable[[], float], judges: OwedJudges | None = None
+    ) -> None:
         super().__init__(next_step)
         self.scoring = scoring
         self.clock = clock
+        self.judges = judges
         self._backoff = Backoff(clock)
         self._refusing = False
 
@@ -54,6 +67,8 @@ class ScoreStep(TransformStep[Work, Work]):
                     rows.append(StoredResult(result=result, run_start_ns=owner.start_ns, tools=names))
                     owners.append(i)
         except Backpressure as exc:
+            if self.judges is not None:
+                self.judges.drain()  # the attempt's jobs go with its results: the trace is scored again later
             if not self._refusing:
                 log.warning("scoring refuses work (%s): pausing consumption, retrying with a backoff", exc)
             self._refusing = True
@@ -65,6 +80,8 @@ class ScoreStep(TransformStep[Work, Work]):
             self._backoff.succeeded()
         work.rows = rows
         work.owners = owners
+        if self.judges is not None:
+            work.owed = self.judges.drain()
         return message
 
     def pressure(self) -> frozenset[str]:

@@ -1,8 +1,10 @@
 """Store: result rows and replay marks of closed traces, ``write_batch`` traces per transaction.
 
 * Traces collect in a batch; a full batch is written at once, a partial one on the next :meth:`StoreStep.poll`.
-  Each trace's replay marks (:func:`~monitor.ingest.replay.trace_marks`) are written in the same transaction as its
-  rows, and known to the replay guard once the write returned.
+  Each trace's replay marks (:func:`~monitor.ingest.replay.trace_marks`) and the judge verdicts its runs are
+  owed are written in the same transaction as its rows; the marks are known to the replay guard once the write
+  returned. Judge verdicts (:class:`~monitor.steps.work.VerdictWork`) ride in the same batches and settle their
+  owed jobs in the same transaction.
 * :class:`~monitor.store.StoreUnavailable` (the store is down, frozen past its statement timeout, its file gone):
   the batch stays, the step refuses further traces (``store`` pressure: the run loop pauses fetching) and retries
   with a capped exponential backoff (0.1 s → 5 s) on later polls; each failed attempt counts
@@ -25,13 +27,13 @@ from monitor.ingest.dlq import HEADER_TRACE_ID, DeadLetterQueue, make_dead_lette
 from monitor.ingest.replay import ReplayGuard, trace_marks
 from monitor.settings import Settings
 from monitor.steps.contract import Message, MessageRejected, Step, TopicPartition
-from monitor.steps.work import Backoff, LoopStats, PipelineMetrics, Store, StoreAvailability, TraceWork
+from monitor.steps.work import Backoff, LoopStats, PipelineMetrics, Store, StoreAvailability, TraceWork, VerdictWork
 from monitor.store import StoreUnavailable
 from monitor.trajectory.assembler import ClosedTrace
 
 log = logging.getLogger(__name__)
 
-Work = TraceWork | None
+Work = TraceWork | VerdictWork | None
 
 UNSTORABLE: Final = "unstorable"
 
@@ -149,16 +151,19 @@ class StoreStep:
         """Store ``batch`` in one transaction, appending its messages to ``done`` in order. A batch the store
         rejects (anything but ``StoreUnavailable``) is bisected; a trace that fails alone is dead-lettered."""
         works = [m.payload for m in batch if m.payload is not None]
-        for work in works:
-            if not work.replayed and not work.marks:
-                work.marks = trace_marks(work.closed)
+        traces = [work for work in works if isinstance(work, TraceWork)]
+        for trace in traces:
+            if not trace.replayed and not trace.marks:
+                trace.marks = trace_marks(trace.closed)
         rows = [row for work in works for row in work.rows]
-        marks = [mark for work in works for mark in work.marks]
-        if not rows and not marks:
+        marks = [mark for trace in traces for mark in trace.marks]
+        jobs = [job.row for trace in traces for job in trace.owed]
+        settled = [key for work in works for key in work.settled]
+        if not rows and not marks and not jobs and not settled:
             done.extend(batch)
             return
         try:
-            flags = self.store.write(rows, marks)
+            flags = self.store.write_all(rows, marks, jobs=jobs, settled=settled)
         except StoreUnavailable:
             self.availability.observe(False)
             raise
@@ -176,11 +181,23 @@ class StoreStep:
         it = iter(flags)
         for work in works:
             work.new = [next(it) for _ in work.rows]
-            self.guard.add(work.marks)
+            if isinstance(work, TraceWork):
+                self.guard.add(work.marks)
         done.extend(batch)
 
-    def _unstorable(self, work: TraceWork, exc: BaseException) -> None:
-        """A trace the store rejects on its own: dead-letter its spans (as JSON) with the reason, count it."""
+    def _unstorable(self, work: TraceWork | VerdictWork, exc: BaseException) -> None:
+        """A trace the store rejects on its own: dead-letter its spans (as JSON) with the reason, count it.
+        Verdicts the store rejects on their own are logged, counted as store errors and settled (their jobs
+        would fail the same way on every resume)."""
+        if isinstance(work, VerdictWork):
+            log.error("%d judge verdicts cannot be stored (%s): dropped", len(work.rows), exc)
+            self.metrics.store_write("error", len(work.rows))
+            work.rows, work.owners, work.new = [], [], []
+            try:
+                self.store.write_all([], settled=work.settled)
+            except Exception:
+                log.warning("the verdicts' jobs stay owed: their settle failed too", exc_info=True)
+            return
         closed = work.closed
         detail = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:400]
         log.error("trace %s cannot be stored (%s): dead-lettered", closed.trace_id, detail)
@@ -206,6 +223,7 @@ class StoreStep:
         work.runs = []
         work.sampled = []
         work.marks = []
+        work.owed = []
         work.rejected = UNSTORABLE
 
     def _forward(self) -> None:

@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Protocol
 
 from monitor.ingest.replay import MarkStore
+from monitor.judging.pool import PoolJob
 from monitor.scoring.result import ScoreResult
-from monitor.store import ReplayMark, StoredResult
+from monitor.store import JudgeJob, ReplayMark, StoredResult
 from monitor.trajectory.assembler import ClosedTrace, TopicPartition
 from monitor.trajectory.model import Run
 from monitor.trajectory.spans import LogEvent, SpanRecord
@@ -45,7 +46,8 @@ class TraceWork:
     ``rejected``: ``too_deep`` / ``rebuild_failed`` (rebuild) or ``unstorable`` (store); ``replayed``: handled by
     an earlier reading, nothing to do but move its offsets. ``sampled[i]`` is the decision for ``runs[i]``;
     ``owners[j]`` is the index in ``runs`` of the top-level run of ``rows[j]``; ``new[j]`` whether the store
-    took ``rows[j]`` as new.
+    took ``rows[j]`` as new. ``owed``: judge verdicts the trace's runs are owed (score step), written with its
+    rows.
     """
 
     closed: ClosedTrace
@@ -57,10 +59,29 @@ class TraceWork:
     owners: list[int] = field(default_factory=list)
     marks: list[ReplayMark] = field(default_factory=list)
     new: list[bool] = field(default_factory=list)
+    owed: list[PoolJob] = field(default_factory=list)
+    settled: tuple[str, ...] = ()
 
     def on(self, partitions: Set[TopicPartition]) -> bool:
         """True when the trace has records on one of ``partitions``."""
         return not partitions.isdisjoint(self.closed.first_offsets)
+
+
+@dataclass(slots=True)
+class VerdictWork:
+    """Judge verdicts on their way to the store (judge step → store → observe → export → commit): no consumed
+    records, so no offsets, no replay marks and no partition. ``rows[j]`` is a verdict on ``runs[owners[j]]``;
+    ``settled`` the keys of the verdicts owed that this write ends (the verdicts stored, and the jobs dropped);
+    ``new[j]`` whether the store took ``rows[j]`` as new."""
+
+    runs: list[Run] = field(default_factory=list)
+    rows: list[StoredResult] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)
+    settled: tuple[str, ...] = ()
+    new: list[bool] = field(default_factory=list)
+
+    def on(self, partitions: Set[TopicPartition]) -> bool:
+        return False
 
 
 # ---------------------------------------------------------------------------------------------------- shared
@@ -85,6 +106,7 @@ class LoopStats:
     replayed_traces: int = 0
     replayed_dead_letters: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
+    verdicts_new: int = 0
 
 
 @dataclass(slots=True)
@@ -126,11 +148,29 @@ class PipelineMetrics(Protocol):
     def runs_sampled(self, decision: str, n: int = 1) -> None: ...
     def forget_partition(self, topic: str, partition: int) -> None: ...
     def observe_results(self, run: Run, results: Sequence[ScoreResult]) -> None: ...
+    def observe_verdicts(self, run: Run, results: Sequence[ScoreResult]) -> None: ...
     def set_open_traces(self, n: int, spans: int, oldest_age_s: float, nbytes: int = 0) -> None: ...
 
 
-class Store(MarkStore, Protocol):
+class JudgeStore(Protocol):
+    """The judge step's use of the store: resuming and renewing the verdicts owed."""
+
+    def claim_judge_jobs(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int, *, own: bool = False
+    ) -> list[JudgeJob]: ...
+    def renew_judge_jobs(self, owner: str, keys: Sequence[str], lease_until: datetime) -> int: ...
+
+
+class Store(MarkStore, JudgeStore, Protocol):
     def write(self, results: Sequence[StoredResult], marks: Sequence[ReplayMark] = ()) -> list[bool]: ...
+    def write_all(
+        self,
+        results: Sequence[StoredResult],
+        marks: Sequence[ReplayMark] = (),
+        *,
+        jobs: Sequence[JudgeJob] = (),
+        settled: Sequence[str] = (),
+    ) -> list[bool]: ...
     def purge_older_than(self, cutoff: datetime) -> int: ...
 
 

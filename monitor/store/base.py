@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from monitor.scoring.result import ScoreResult
 
@@ -22,6 +22,33 @@ class StoredResult:
     result: ScoreResult
     run_start_ns: int | None
     tools: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeJob:
+    """A judge verdict owed on one run (table ``judge_jobs``): written with the trace's code results, deleted
+    (``settled``) with the verdict, or when it is dropped; a daemon that restarts resumes the jobs it owed.
+
+    ``key`` is the verdict's idempotency key (``trace|run|scorer|version``, the ``results`` unique key);
+    ``run`` the run as :func:`monitor.trajectory.serialize.run_to_json` writes it; ``params`` the scorer's.
+    A job is written leased to the daemon that owes it (``lease_owner`` until ``lease_until``), so no other
+    daemon takes it while that one renews the lease.
+    """
+
+    key: str
+    trace_id: str
+    run_id: str
+    agent: str | None
+    scorer: str
+    scorer_kind: str
+    scorer_version: int
+    params: Mapping[str, Any]
+    run: Mapping[str, Any]
+    run_start_ns: int | None
+    flagged: bool
+    enqueued_at: datetime
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
 
 
 MarkKind = Literal["trace", "dead_letter"]
@@ -71,6 +98,31 @@ class ResultStore(Protocol):
         """
         ...
 
+    def write_judged(
+        self, results: Sequence[StoredResult], *, jobs: Sequence[JudgeJob] = (), settled: Sequence[str] = ()
+    ) -> list[bool]:
+        """:meth:`write` ``results`` and, in the same transaction, add the judge ``jobs`` owed (a job whose key
+        is already a job or already has a result is left out: a replay never owes a verdict twice) and delete the
+        jobs whose keys are ``settled`` (their verdict is among ``results``, or they were dropped). Jobs are
+        inserted before results are written and settled keys deleted after. Returns :meth:`write`'s flags."""
+        ...
+
+    def claim_judge_jobs(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int, *, own: bool = False
+    ) -> list[JudgeJob]:
+        """Take over up to ``limit`` jobs (oldest first) whose lease ended before ``now`` (another daemon stopped
+        renewing it) and, with ``own``, the jobs already leased to ``owner`` (a restart of the same daemon): each
+        is leased to ``owner`` until ``lease_until``. Raises :class:`StoreUnavailable`."""
+        ...
+
+    def renew_judge_jobs(self, owner: str, keys: Sequence[str], lease_until: datetime) -> int:
+        """Extend ``owner``'s lease on the jobs ``keys`` to ``lease_until``; returns how many it still holds."""
+        ...
+
+    def count_judge_jobs(self) -> int:
+        """Jobs owed (every daemon's)."""
+        ...
+
     def load_marks(self, topic: str, partition: int) -> list[ReplayMark]:
         """Every replay mark of ``topic``/``partition``. Raises :class:`StoreUnavailable`."""
         ...
@@ -82,7 +134,8 @@ class ResultStore(Protocol):
 
     def purge_older_than(self, cutoff: datetime) -> int:
         """Delete results (and their issues) scored before ``cutoff``, then runs with no result left whose
-        last result was scored before ``cutoff``; in bounded batches (short transactions).
+        last result was scored before ``cutoff``; in bounded batches (short transactions); and judge jobs
+        enqueued before ``cutoff`` (still owed after the retention period: never judged).
 
         Returns the number of results deleted. Naive datetimes are taken as UTC.
         """

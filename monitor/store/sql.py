@@ -32,8 +32,8 @@ from sqlalchemy.pool import StaticPool
 
 from monitor.scoring.result import Issue, ScoreResult
 from monitor.store import migrate as migrations
-from monitor.store.base import ReplayMark, SchemaNotCurrent, StoredResult, StoreUnavailable
-from monitor.store.schema import issues, replay_marks, results, runs
+from monitor.store.base import JudgeJob, ReplayMark, SchemaNotCurrent, StoredResult, StoreUnavailable
+from monitor.store.schema import issues, judge_jobs, replay_marks, results, runs
 
 log = logging.getLogger(__name__)
 
@@ -284,6 +284,51 @@ def _mark_rows(marks: Sequence[ReplayMark]) -> list[dict[str, Any]]:
     return [rows[k] for k in sorted(rows)]
 
 
+def _job_rows(jobs: Sequence[JudgeJob]) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        rows.setdefault(
+            job.key,
+            {
+                "key": _text(job.key),
+                "trace_id": job.trace_id,
+                "run_id": job.run_id,
+                "agent": _opt_text(job.agent),
+                "scorer": _text(job.scorer),
+                "scorer_kind": job.scorer_kind,
+                "scorer_version": job.scorer_version,
+                "params": jsonable(dict(job.params)),
+                "run": jsonable(dict(job.run)),
+                "run_start_ns": job.run_start_ns,
+                "flagged": job.flagged,
+                "enqueued_at": job.enqueued_at,
+                "lease_owner": job.lease_owner,
+                "lease_until": job.lease_until,
+                "attempts": 0,
+            },
+        )
+    return [rows[key] for key in sorted(rows)]
+
+
+def _job_from_row(row: Any) -> JudgeJob:
+    return JudgeJob(
+        key=row.key,
+        trace_id=row.trace_id,
+        run_id=row.run_id,
+        agent=row.agent,
+        scorer=row.scorer,
+        scorer_kind=row.scorer_kind,
+        scorer_version=row.scorer_version,
+        params=row.params or {},
+        run=row.run or {},
+        run_start_ns=row.run_start_ns,
+        flagged=bool(row.flagged),
+        enqueued_at=row.enqueued_at,
+        lease_owner=row.lease_owner,
+        lease_until=row.lease_until,
+    )
+
+
 def _merge_run(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     merged = dict(a)
     merged["first_scored_at"] = min(a["first_scored_at"], b["first_scored_at"])
@@ -391,10 +436,38 @@ class SqlResultStore:
 
     def write(self, results: Sequence[StoredResult], marks: Sequence[ReplayMark] = ()) -> list[bool]:
         """See :meth:`monitor.store.base.ResultStore.write`."""
+        return self._write(results, marks, (), ())
+
+    def write_judged(
+        self, results: Sequence[StoredResult], *, jobs: Sequence[JudgeJob] = (), settled: Sequence[str] = ()
+    ) -> list[bool]:
+        """See :meth:`monitor.store.base.ResultStore.write_judged`."""
+        return self._write(results, (), jobs, settled)
+
+    def write_all(
+        self,
+        results: Sequence[StoredResult],
+        marks: Sequence[ReplayMark] = (),
+        *,
+        jobs: Sequence[JudgeJob] = (),
+        settled: Sequence[str] = (),
+    ) -> list[bool]:
+        """:meth:`write` and :meth:`write_judged` in one transaction (the pipeline's store step)."""
+        return self._write(results, marks, jobs, settled)
+
+    def _write(
+        self,
+        results: Sequence[StoredResult],
+        marks: Sequence[ReplayMark],
+        jobs: Sequence[JudgeJob],
+        settled: Sequence[str],
+    ) -> list[bool]:
         mark_rows = _mark_rows(marks)
+        job_rows = _job_rows(jobs)
+        settled_keys = sorted(set(settled))
         if not results:
-            if mark_rows:
-                self._retrying(lambda: self._write_marks(mark_rows))
+            if mark_rows or job_rows or settled_keys:
+                self._retrying(lambda: self._write_once([], [], mark_rows, job_rows, settled_keys))
             return []
         prepared = [_prepare(item) for item in results]
         first_of: dict[Key, int] = {}
@@ -407,8 +480,79 @@ class SqlResultStore:
             run_rows[item.run_key] = item.run_row if known is None else _merge_run(known, item.run_row)
         ordered_runs = [run_rows[k] for k in sorted(run_rows)]
 
-        new_ids = self._retrying(lambda: self._write_once(ordered_runs, unique, mark_rows))
+        new_ids = self._retrying(lambda: self._write_once(ordered_runs, unique, mark_rows, job_rows, settled_keys))
         return [item.key in new_ids and first_of[item.key] == index for index, item in enumerate(prepared)]
+
+    # --- judge jobs -------------------------------------------------------------------------------------------
+    def _insert_jobs(self, conn: sa.Connection, job_rows: list[dict[str, Any]]) -> None:
+        """Insert jobs owed, leaving out keys already owed or already judged (a result exists)."""
+        keys = [(r["trace_id"], r["run_id"], r["scorer"], r["scorer_version"]) for r in job_rows]
+        judged: set[tuple[str, str, str, int]] = set()
+        for start in range(0, len(keys), 200):
+            chunk = keys[start : start + 200]
+            query = sa.select(results.c.trace_id, results.c.run_id, results.c.scorer, results.c.scorer_version).where(
+                sa.tuple_(results.c.trace_id, results.c.run_id, results.c.scorer, results.c.scorer_version).in_(chunk)
+            )
+            judged.update((r.trace_id, r.run_id, r.scorer, r.scorer_version) for r in conn.execute(query))
+        fresh = [row for row, key in zip(job_rows, keys, strict=True) if key not in judged]
+        if fresh:
+            conn.execute(self._insert()(judge_jobs).on_conflict_do_nothing(index_elements=[judge_jobs.c.key]), fresh)
+
+    def claim_judge_jobs(
+        self, owner: str, now: datetime, lease_until: datetime, limit: int, *, own: bool = False
+    ) -> list[JudgeJob]:
+        """See :meth:`monitor.store.base.ResultStore.claim_judge_jobs`. On PostgreSQL the candidates are locked
+        with ``FOR UPDATE SKIP LOCKED`` and the lease is checked again on the locked row, so two daemons claiming
+        at once never take the same job."""
+        if limit <= 0:
+            return []
+        free = judge_jobs.c.lease_until.is_(None) | (judge_jobs.c.lease_until < now)
+        claimable = (free | (judge_jobs.c.lease_owner == owner)) if own else free
+        candidates = sa.select(judge_jobs.c.key).where(claimable).order_by(judge_jobs.c.enqueued_at).limit(limit)
+        if self.dialect == "postgresql":
+            candidates = candidates.with_for_update(skip_locked=True)
+        statement = (
+            sa.update(judge_jobs)
+            .where(judge_jobs.c.key.in_(candidates.scalar_subquery()), claimable)
+            .values(lease_owner=owner, lease_until=lease_until)
+            .returning(*judge_jobs.c)
+        )
+
+        def claim() -> list[JudgeJob]:
+            with self.engine.begin() as conn:
+                rows = conn.execute(statement).all()
+            return sorted((_job_from_row(row) for row in rows), key=lambda j: (j.enqueued_at, j.key))
+
+        return self._retrying(claim)
+
+    def renew_judge_jobs(self, owner: str, keys: Sequence[str], lease_until: datetime) -> int:
+        """See :meth:`monitor.store.base.ResultStore.renew_judge_jobs`."""
+        if not keys:
+            return 0
+        ordered = sorted(set(keys))
+
+        def renew() -> int:
+            total = 0
+            with self.engine.begin() as conn:
+                for start in range(0, len(ordered), 500):
+                    statement = (
+                        sa.update(judge_jobs)
+                        .where(judge_jobs.c.key.in_(ordered[start : start + 500]), judge_jobs.c.lease_owner == owner)
+                        .values(lease_until=lease_until)
+                    )
+                    total += conn.execute(statement).rowcount
+            return total
+
+        return self._retrying(renew)
+
+    def count_judge_jobs(self) -> int:
+        """See :meth:`monitor.store.base.ResultStore.count_judge_jobs`."""
+
+        def count() -> int:
+            with self.engine.connect() as conn:
+                return int(conn.execute(sa.select(sa.func.count()).select_from(judge_jobs)).scalar_one())
+
+        return self._retrying(count)
 
     def _write_marks(self, mark_rows: list[dict[str, Any]], conn: sa.Connection | None = None) -> None:
         """Insert replay marks (already present ones are kept as they are)."""
@@ -450,7 +594,12 @@ class SqlResultStore:
         return self._retrying(forget)
 
     def _write_once(
-        self, run_rows: list[dict[str, Any]], unique: list[_Prepared], mark_rows: list[dict[str, Any]]
+        self,
+        run_rows: list[dict[str, Any]],
+        unique: list[_Prepared],
+        mark_rows: list[dict[str, Any]],
+        job_rows: list[dict[str, Any]],
+        settled: list[str],
     ) -> dict[Key, int]:
         insert = self._insert()
         run_stmt = (
@@ -467,6 +616,15 @@ class SqlResultStore:
         )
         postgres = self.dialect == "postgresql"
         with self.engine.begin() as conn:
+            # 0. judge verdicts owed (before results: a verdict in this batch settles its own job below)
+            if job_rows:
+                self._insert_jobs(conn, job_rows)
+            if not unique:
+                if mark_rows:
+                    self._write_marks(mark_rows, conn)
+                if settled:
+                    conn.execute(sa.delete(judge_jobs).where(judge_jobs.c.key.in_(settled)))
+                return {}
             # 1. runs not seen before (their results in this batch are all new: results reference runs)
             if postgres:
                 run_keys = ["trace_id", "run_id"]
@@ -507,6 +665,9 @@ class SqlResultStore:
                     conn.execute(sa.insert(issues), issue_rows)
             if mark_rows:
                 self._write_marks(mark_rows, conn)
+            # 4. judge jobs settled (their verdict is written above, or they were dropped)
+            if settled:
+                conn.execute(sa.delete(judge_jobs).where(judge_jobs.c.key.in_(settled)))
         return new_ids
 
     def _retrying(self, action: Callable[[], T]) -> T:
@@ -562,6 +723,7 @@ class SqlResultStore:
                 break
         while self._retrying(lambda: one_batch(delete_runs)) >= batch:
             pass
+        self._retrying(lambda: one_batch(sa.delete(judge_jobs).where(judge_jobs.c.enqueued_at < cutoff)))
         return deleted
 
     def close(self) -> None:

@@ -193,6 +193,26 @@ class RecordingMetrics:
     def set_open_traces(self, *args: Any, **kwargs: Any) -> None:
         self.record("set_open_traces", args, kwargs)
 
+    def observe_verdicts(self, *args: Any, **kwargs: Any) -> None:
+        self.record("observe_verdicts", args, kwargs)
+
+    # the judge pool's metrics (``monitor.judging.pool.JudgeMetrics``)
+
+    def judge_request(self, judge: str, model: str, outcome: str, seconds: float) -> None:
+        self.record("judge_request", (), {"judge": judge, "model": model, "outcome": outcome, "seconds": seconds})
+
+    def judge_usage(self, judge: str, model: str, usage: Any, usd: float | None) -> None:
+        self.record("judge_usage", (), {"judge": judge, "model": model, "usage": usage, "usd": usd})
+
+    def judge_dropped(self, judge: str, reason: str, n: int = 1) -> None:
+        self.record("judge_dropped", (), {"judge": judge, "reason": reason, "n": n})
+
+    def set_judge_backlog(self, n: int) -> None:
+        self.record("set_judge_backlog", (), {"n": n})
+
+    def set_judge_budget_remaining(self, remaining: Any) -> None:
+        self.record("set_judge_budget_remaining", (), {"remaining": remaining})
+
     # ------------------------------------------------------------------ queries
 
     def calls(self, name: str, *labels: Any, **where: Any) -> list[MetricCall]:

@@ -41,11 +41,14 @@ class FlakyJudgePool:
         self.reject = reject
         self.accepted: list[str] = []
 
-    def submit(self, run: Run, specs: Sequence[ScorerSpec]) -> None:
+    def submit(
+        self, run: Run, specs: Sequence[ScorerSpec], *, flagged: bool = False, expectation: object = None
+    ) -> list[object]:
         if self.reject > 0:
             self.reject -= 1
             raise Backpressure("judge pool full")
         self.accepted.append(run.run_id)
+        return []
 
 
 def settings_for(tmp_path: Path) -> Settings:

@@ -378,12 +378,15 @@ class FakeSubmitter:
         self.broken = broken
         self.calls: list[tuple[str, str, list[str]]] = []
 
-    def submit(self, run: Run, specs: Sequence[ScorerSpec]) -> None:
+    def submit(
+        self, run: Run, specs: Sequence[ScorerSpec], *, flagged: bool = False, expectation: object = None
+    ) -> list[object]:
         if self.full:
             raise Backpressure("judge queue full")
         if self.broken:
             raise RuntimeError("queue bug")
         self.calls.append((run.trace_id, run.run_id, [s.id for s in specs]))
+        return []
 
 
 JUDGE_RULES = """

@@ -259,10 +259,13 @@ class FullJudgePool:
         self.open = False
         self.accepted: list[str] = []
 
-    def submit(self, run: Run, specs: Sequence[ScorerSpec]) -> None:
+    def submit(
+        self, run: Run, specs: Sequence[ScorerSpec], *, flagged: bool = False, expectation: object = None
+    ) -> list[object]:
         if not self.open:
             raise Backpressure("judge pool full")
         self.accepted.append(run.run_id)
+        return []
 
 
 def test_score_refuses_while_the_judges_push_back_and_backs_off(parts: Parts) -> None:
