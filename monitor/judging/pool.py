@@ -23,6 +23,9 @@ out together; each answer is fed back until the task is done. **One request**:
 4. *Account.* Answered: the budget records usage and cost; the metrics count the request by outcome, its
    latency, tokens by kind and cost. The verdict's ``judge`` object gets the summed ``cost_usd`` and the
    exchange's ``latency_ms``.
+5. *Borderline* (``judge.rejudge_borderline``): a verdict within that margin of its threshold (and strictly
+   between 0 and 1) is judged once more (:meth:`~monitor.scoring.judges.task.JudgeTask.again`) and the stored
+   score is the mean of the two (:func:`~monitor.scoring.judges.task.rejudged`).
 
 **Bounds.** At most ``judge.concurrency`` jobs are judged at once; :meth:`JudgePool.backlog` counts the jobs
 queued, judged and finished-but-not-collected; the caller refuses new jobs beyond ``judge.max_backlog``
@@ -52,7 +55,7 @@ from monitor.judging.budget import Admission, JudgeBudget
 from monitor.judging.runner import split_body, usage_cost
 from monitor.scoring.judges.cost import Usage, cost_usd
 from monitor.scoring.judges.protocol import CHARS_PER_TOKEN
-from monitor.scoring.judges.task import JudgeRequest, JudgeTask
+from monitor.scoring.judges.task import JudgeRequest, JudgeTask, borderline, rejudged
 from monitor.scoring.result import ScoreResult
 from monitor.settings import JudgeSettings
 from monitor.store import JudgeJob
@@ -288,8 +291,24 @@ class JudgePool:
                 self._done.append(verdict)
 
     async def _judge(self, client: anthropic.AsyncAnthropic, job: PoolJob) -> Verdict:
-        task = job.task
         job.started_mono = self._monotonic()
+        verdict = await self._drive(client, job, job.task)
+        first = verdict.result
+        if first is not None and borderline(first, self.settings.rejudge_borderline):
+            second = await self._drive(client, job, job.task.again())
+            if second.result is not None:
+                verdict = Verdict(job, rejudged(first, second.result))
+        if verdict.result is not None and verdict.result.judge is not None:
+            usage = dataclasses.replace(
+                verdict.result.judge,
+                cost_usd=usage_cost(verdict.result.judge, self.settings),
+                latency_ms=round((self._monotonic() - job.started_mono) * 1000, 3),
+            )
+            verdict = Verdict(job, dataclasses.replace(verdict.result, judge=usage))
+        return verdict
+
+    async def _drive(self, client: anthropic.AsyncAnthropic, job: PoolJob, task: JudgeTask) -> Verdict:
+        """Drive ``task`` to its end (its requests through :meth:`_send`)."""
         dropped: list[str] = []
         try:
             while not task.done:
@@ -298,28 +317,22 @@ class JudgePool:
                     break
                 async with asyncio.TaskGroup() as group:  # a drop cancels the job's other requests
                     for request in requests:
-                        group.create_task(self._send(client, job, request))
+                        group.create_task(self._send(client, job, task, request))
         except* _Drop as group:
             dropped.extend(e.reason for e in group.exceptions if isinstance(e, _Drop))
         if dropped:
             self.metrics.judge_dropped(job.kind, dropped[0])
             return Verdict(job, None, dropped[0])
-        result = task.result()
-        if result.judge is not None:
-            usage = dataclasses.replace(
-                result.judge,
-                cost_usd=usage_cost(result.judge, self.settings),
-                latency_ms=round((self._monotonic() - job.started_mono) * 1000, 3),
-            )
-            result = dataclasses.replace(result, judge=usage)
-        return Verdict(job, result)
+        return Verdict(job, task.result())
 
     def _expired(self, job: PoolJob) -> bool:
         age = (self._wall() - job.row.enqueued_at).total_seconds()
         return age >= self.settings.max_wait_s
 
-    async def _send(self, client: anthropic.AsyncAnthropic, job: PoolJob, request: JudgeRequest) -> None:
-        task, kind = job.task, job.kind
+    async def _send(
+        self, client: anthropic.AsyncAnthropic, job: PoolJob, task: JudgeTask, request: JudgeRequest
+    ) -> None:
+        kind = job.kind
         model = str(request.body.get("model", task.config.model))
         estimate_in = estimate_input_tokens(request.body)
         estimate_out = int(request.body.get("max_tokens", self.settings.max_tokens))

@@ -205,3 +205,35 @@ def test_stop_cancels_what_is_in_flight_promptly(harness_factory: Any) -> None:
         h.pool.stop(5.0)
         assert time.monotonic() - started < 3.0
         assert h.pool.finished() == []
+
+
+def test_a_borderline_verdict_is_judged_again_and_the_mean_is_stored(harness_factory: Any) -> None:
+    half = {
+        "evaluations": [
+            {"call_index": 0, "tool": "get_weather", "appropriate": True, "reasoning": "asked"},
+            {"call_index": 1, "tool": "get_forecast", "appropriate": False, "reasoning": "not asked"},
+        ],
+        "missing_tools": [],
+        "reason": "one of two",
+    }
+    both = {**half, "evaluations": [{**e, "appropriate": True} for e in half["evaluations"]], "reason": "both"}
+    with FakeAnthropic() as fake:
+        fake.script_verdict("submit_verdict", half)
+        fake.script_verdict("submit_verdict", both)
+        h = harness_factory(settings_for(fake, rejudge_borderline=0.1))
+        h.pool.offer(h.jobs(runs(1)))
+        (verdict,) = h.wait(1)
+    result = verdict.result
+    assert result is not None and result.score == 0.75 and result.passed is True
+    assert result.details["rejudged"]["scores"] == [0.5, 1.0]
+    assert result.judge is not None and result.judge.requests == 2
+    ids = {q.body["messages"][0]["content"][0]["text"] for q in fake.requests}
+    assert len(fake.message_requests) == 2 and len(ids) == 1  # the same request, judged twice
+
+
+def test_a_yes_or_no_verdict_is_never_borderline(harness_factory: Any) -> None:
+    with FakeAnthropic(default=verdict_turn()) as fake:
+        h = harness_factory(settings_for(fake, rejudge_borderline=0.5))
+        h.pool.offer(h.jobs(runs(1)))
+        (verdict,) = h.wait(1)
+    assert verdict.result is not None and verdict.result.score == 1.0 and len(fake.message_requests) == 1

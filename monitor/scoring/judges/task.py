@@ -41,7 +41,7 @@ from monitor.trajectory.model import Run
 if TYPE_CHECKING:
     from monitor.scoring.judges.base import Judge, Prepared
 
-__all__ = ["USAGE_KEYS", "JudgeRequest", "JudgeTask", "custom_id", "idempotency_key"]
+__all__ = ["USAGE_KEYS", "JudgeRequest", "JudgeTask", "borderline", "custom_id", "idempotency_key", "rejudged"]
 
 USAGE_KEYS: Final = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 """The token counts of a Messages ``usage`` object that a task sums."""
@@ -95,6 +95,7 @@ class JudgeTask:
         from monitor.scoring.judges.base import Prepared
 
         self.judge = judge
+        self.reference = reference
         self.turns: tuple[Run, ...] = (runs,) if isinstance(runs, Run) else tuple(runs)
         self.run = self.turns[-1]
         self.config = config
@@ -115,6 +116,10 @@ class JudgeTask:
             return
         self.prepared = prepared
         self._samples = [_Sample(Exchange(prepared.body, prepared.validate)) for _ in range(prepared.samples)]
+
+    def again(self) -> JudgeTask:
+        """A fresh task for the same verdict under the key ``<key>#again`` (its own custom ids): a re-judgement."""
+        return JudgeTask(self.judge, self.turns, self.reference, self.config, key=f"{self.key}#again")
 
     # ----------------------------------------------------------------- transport side
 
@@ -239,3 +244,40 @@ class JudgeTask:
     def _finish(self, result: ScoreResult, **extra: Any) -> ScoreResult:
         details = {**result.details, "prompt_hash": self.judge.prompt_hash, **extra}
         return dataclasses.replace(result, details=details, judge=self.judge_usage())
+
+
+def borderline(result: ScoreResult, margin: float | None) -> bool:
+    """Whether ``result`` is a borderline verdict worth a second judgement (``judge.rejudge_borderline``): scored,
+    with a threshold, strictly between 0 and 1 (a yes/no verdict is never borderline) and within ``margin`` of the
+    threshold."""
+    if margin is None or result.status != "scored" or result.score is None or result.threshold is None:
+        return False
+    return 0.0 < result.score < 1.0 and abs(result.score - result.threshold) <= margin
+
+
+def rejudged(first: ScoreResult, second: ScoreResult) -> ScoreResult:
+    """One record from a borderline verdict and its re-judgement: the mean score when both are scored (``passed``
+    against the threshold again), else the first; usage summed; ``details.rejudged`` keeps both scores and
+    reasons."""
+    usage = first.judge
+    if usage is not None and second.judge is not None:
+        b = second.judge
+        usage = dataclasses.replace(
+            usage,
+            input_tokens=usage.input_tokens + b.input_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens + b.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens + b.cache_read_input_tokens,
+            output_tokens=usage.output_tokens + b.output_tokens,
+            requests=usage.requests + b.requests,
+        )
+    record = {
+        "scores": [first.score, second.score],
+        "reasons": [first.reason, second.reason],
+        "second_status": second.status,
+    }
+    details = {**first.details, "rejudged": record}
+    if second.status != "scored" or second.score is None or first.score is None:
+        return dataclasses.replace(first, details=details, judge=usage)
+    score = (first.score + second.score) / 2
+    passed = score >= first.threshold if first.threshold is not None else first.passed
+    return dataclasses.replace(first, score=score, passed=passed, details=details, judge=usage)
