@@ -120,3 +120,22 @@ def test_not_applicable_sends_nothing_and_the_model_parameter_wins() -> None:
         (result,) = judge_run(fake.client(), judge, run, Expectation(reference_outcome="Both answered."), Settings())
         assert fake.message_requests[0]["model"] == "claude-param"
     assert (result.score, result.passed, result.issues[0].kind) == (0.0, False, "goal_not_met")
+
+
+def test_goal_accuracy_two_step_makes_ragas_two_calls_and_merges_them() -> None:
+    run = one("adk1", "sequential_content")
+    judge = GoalAccuracyJudge({"two_step": True})
+    inferred = {"user_goal": "know the weather", "end_state": "the weather was given"}
+    with FakeAnthropic() as fake:
+        fake.script_verdict("submit_verdict", inferred)
+        fake.script_verdict("submit_verdict", {"reason": "wrong city"}, check=False)  # invalid: repaired
+        fake.script_verdict("submit_verdict", {"reason": "wrong city", "verdict": 0})
+        (result,) = judge_run(fake.client(), judge, run, Expectation(reference_outcome="Paris forecast"), Settings())
+    first, second, repair = (r["messages"][0]["content"][0]["text"] for r in fake.message_requests)
+    assert "<workflow>" in first and "<desired_outcome>\nParis forecast" in second
+    assert "<end_state>\nthe weather was given" in second and repair == second
+    assert fake.message_requests[1]["tools"][0]["input_schema"]["required"] == ["reason", "verdict"]
+    assert (result.status, result.score, result.passed) == ("scored", 0.0, False)
+    assert result.details["desired_outcome"] == "Paris forecast" and result.details["user_goal"] == "know the weather"
+    assert [i.kind.value for i in result.issues] == ["goal_not_met"]
+    assert result.judge is not None and result.judge.requests == 3

@@ -82,6 +82,10 @@ class Prepared:
     samples: int = 1
     truncated: bool = False
     context: Mapping[str, Any] = field(default_factory=dict)
+    follow_up: Callable[[dict[str, Any]], Prepared] | None = None
+    """A second request that depends on this one's verdict (Ragas' two calls): each sample sends it next."""
+    combine: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    """On a follow-up: the sample's verdict from the first verdict and its own (default: its own)."""
 
 
 def prompt_version(major: int, material: Sequence[Any]) -> tuple[int, str]:

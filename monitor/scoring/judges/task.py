@@ -52,9 +52,11 @@ def idempotency_key(trace_id: str | None, run_id: str | None, scorer: str, versi
     return f"{trace_id or ''}|{run_id or ''}|{scorer}|{version}"
 
 
-def custom_id(key: str, sample: int, round_: int) -> str:
-    """The name of one request of a task: SHA-256 hex (64 characters, the Batches ``custom_id`` limit)."""
-    return hashlib.sha256(f"{key}#{sample}#{round_}".encode()).hexdigest()
+def custom_id(key: str, sample: int, round_: int, stage: int = 0) -> str:
+    """The name of one request of a task: SHA-256 hex (64 characters, the Batches ``custom_id`` limit) of
+    ``key#sample#round`` (``key#sample#stage.round`` for a follow-up request)."""
+    name = f"{key}#{sample}#{round_}" if not stage else f"{key}#{sample}#{stage}.{round_}"
+    return hashlib.sha256(name.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +73,15 @@ class JudgeRequest:
 class _Sample:
     exchange: Exchange
     round: int = 0
+    stage: int = 0
     sent: bool = False
+    first: dict[str, Any] | None = None
+    follow: Prepared | None = None
     verdict: dict[str, Any] | None = None
     failure: str | None = None
+
+    def request_id(self, key: str, index: int) -> str:
+        return custom_id(key, index, self.round, self.stage)
 
     @property
     def ended(self) -> bool:
@@ -143,7 +151,7 @@ class JudgeTask:
                 break
             if not sample.ended and not sample.sent:
                 sample.sent = True
-                out.append(JudgeRequest(custom_id(self.key, i, sample.round), sample.exchange.body, i, sample.round))
+                out.append(JudgeRequest(sample.request_id(self.key, i), sample.exchange.body, i, sample.round))
         return out
 
     def in_flight(self) -> list[str]:
@@ -165,11 +173,28 @@ class JudgeTask:
         step = sample.exchange.advance(response)
         sample.sent = False
         if isinstance(step, Done):
-            sample.verdict = step.verdict
+            self._done(sample, step.verdict)
         elif isinstance(step, Failed):
             sample.failure = step.detail
         else:
             sample.round += 1
+
+    def _done(self, sample: _Sample, verdict: dict[str, Any]) -> None:
+        """A valid verdict: the sample's end, or (a judge with a follow-up request) its next stage."""
+        assert self.prepared is not None
+        if sample.stage == 0 and self.prepared.follow_up is not None:
+            try:
+                follow = self.prepared.follow_up(verdict)
+            except Exception as exc:  # the judge's own bug: the sample fails, the task says why
+                sample.failure = f"follow-up request failed: {type(exc).__name__}: {exc}"[:500]
+                return
+            sample.first, sample.follow = verdict, follow
+            sample.exchange = Exchange(follow.body, follow.validate)
+            sample.stage, sample.round = 1, 0
+            return
+        if sample.follow is not None and sample.follow.combine is not None and sample.first is not None:
+            verdict = sample.follow.combine(sample.first, verdict)
+        sample.verdict = verdict
 
     def fail(self, request_id: str, message: str) -> None:
         """The API did not answer the request (after the transport's retries): the task ends as
@@ -189,7 +214,7 @@ class JudgeTask:
 
     def _sample(self, request_id: str) -> _Sample | None:
         for i, sample in enumerate(self._samples):
-            if not sample.ended and custom_id(self.key, i, sample.round) == request_id:
+            if not sample.ended and sample.request_id(self.key, i) == request_id:
                 return sample
         return None
 
