@@ -15,12 +15,13 @@ the rubric's ``kind`` (default ``poor_trajectory``). Threshold 0.8.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import pydantic
 
-from monitor.scoring.base import Evaluation, NotScored, Outcome, Threshold, ViewParams
+from monitor.scoring.base import Evaluation, NotScored, Outcome, Threshold, ViewParams, canonical_json
 from monitor.scoring.expectation import Expectation
 from monitor.scoring.judges.base import Judge, JudgeParams, Prepared, tools_for
 from monitor.scoring.judges.protocol import Block, JudgeConfig
@@ -319,8 +320,19 @@ class TrajectoryQualityJudge(Judge[TrajectoryQualityParams]):
         return Outcome(
             score,
             issues=issues,
-            details={"rubric_verdicts": decided, "votes": {k: v for k, v in votes.items() if v}},
+            details={
+                "rubric_verdicts": decided,
+                "votes": {k: v for k, v in votes.items() if v},
+                "rubric_version": rubric_version(rubrics),
+            },
         )
+
+
+def rubric_version(rubrics: Sequence[Rubric]) -> str:
+    """The rubrics' version: the first 12 hex of SHA-256 over their canonical JSON (ids, texts, kinds), so a
+    verdict says which rubric text it answered, whether the rubrics came from the parameters or a dataset."""
+    material = [{"id": r.id, "text": r.text, "kind": str(r.kind)} for r in rubrics]
+    return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()[:12]
 
 
 def _agentevals_score(value: Any) -> float:

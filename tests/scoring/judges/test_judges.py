@@ -276,6 +276,11 @@ def test_rubric_style_majority_with_ties_to_no() -> None:
     three = TrajectoryQualityJudge({"style": "rubric", "rubrics": rubrics, "num_samples": 3})
     r = judged(three, run, rubric_verdict(r1="no"), rubric_verdict(r1="yes"), rubric_verdict(r1="yes"))
     assert r.score == 1.0 and r.details["rubric_verdicts"] == {"r1": "yes"}  # r2 never judged: left out
+    # the verdict says which rubric text it answered
+    edited = [{"id": "r1", "text": "one, edited"}, rubrics[1]]
+    again = TrajectoryQualityJudge({"style": "rubric", "rubrics": edited, "num_samples": 1})
+    r2 = judged(again, run, rubric_verdict(r1="yes"))
+    assert len(r.details["rubric_version"]) == 12 and r2.details["rubric_version"] != r.details["rubric_version"]
 
 
 def test_rubric_style_reads_the_expectation_rubrics_then_the_defaults() -> None:
