@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import inspect
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anthropic
@@ -68,11 +68,12 @@ def _parameters(create: Any) -> frozenset[str]:
 def judge_run(
     client: anthropic.Anthropic,
     judge: Judge[Any],
-    run: Run,
+    run: Run | Sequence[Run],
     expectation: Expectation | None,
     settings: Any,
 ) -> list[ScoreResult]:
-    """The judge's results on ``run`` (one record). ``settings``: the monitor's settings (its ``judge``
+    """The judge's results on ``run`` (one record); ``run`` may be the turns of a conversation, the current one
+    last (judges with ``scope: conversation`` read them all). ``settings``: the monitor's settings (its ``judge``
     section) or that section itself; the judge's ``model`` parameter overrides ``judge.models`` / ``judge.model``."""
     config = JudgeConfig.from_settings(settings, judge.kind, getattr(judge.params, "model", None))
     started = time.monotonic()

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from monitor.judging.runner import judge_run
 from monitor.scoring.expectation import Expectation
 from monitor.scoring.judges import ArgumentCorrectnessJudge, GoalAccuracyJudge, ToolSelectionJudge
+from monitor.scoring.judges.render import pretty_repr
 from monitor.testing import FakeAnthropic
 from tests.scoring.test_stage import one
 
@@ -139,3 +140,16 @@ def test_goal_accuracy_two_step_makes_ragas_two_calls_and_merges_them() -> None:
     assert result.details["desired_outcome"] == "Paris forecast" and result.details["user_goal"] == "know the weather"
     assert [i.kind.value for i in result.issues] == ["goal_not_met"]
     assert result.judge is not None and result.judge.requests == 3
+
+
+def test_a_conversation_goes_to_the_judge_turn_by_turn() -> None:
+    first, second = one("adk1", "sequential_content"), one("adk1", "sequential_content")
+    judge = GoalAccuracyJudge({"scope": "conversation"})
+    verdict = {"user_goal": "g", "end_state": "e", "desired_outcome": "g", "reason": "r", "verdict": 1}
+    with FakeAnthropic() as fake:
+        fake.script_verdict("submit_verdict", verdict)
+        (result,) = judge_run(fake.client(), judge, [first, second], None, Settings())
+    workflow = fake.message_requests[0]["messages"][0]["content"][0]["text"]
+    both, single = pretty_repr([first, second], 2000), pretty_repr([second], 2000)
+    assert result.score == 1.0 and len(both) == 2 * len(single)
+    assert "<workflow>\n" + "\n".join(both) + "\n</workflow>" in workflow
