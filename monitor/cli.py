@@ -1,7 +1,9 @@
 """Command line: parse arguments, load settings, hand over. No logic lives here.
 
 Exit codes: 0 success; 1 a command ran and found a failure; 2 usage or configuration error;
-``monitor eval`` adds 3 (no quality failure, but some case errored or no case produced a verdict).
+``monitor eval`` adds 3 (no quality failure, but some case errored or no case produced a verdict);
+``monitor judge calibrate`` uses 1 for a judge whose agreement (Cohen's kappa) is below the floor and 3 for a
+judge that could not run (no API key, the API unavailable, the judge budget spent).
 
 ``monitor run`` and ``monitor config`` check a configuration the same way (:mod:`monitor.preflight`),
 and ``run`` does it before it opens the store or binds the port:
@@ -63,6 +65,49 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("file", nargs="?", type=Path, default=None, help="input JSON (default: stdin)")
     score.add_argument("--no-judges", dest="judges", action="store_false", default=True)
 
+    judge = sub.add_parser("judge", help="LLM judges: calibrate them against labelled runs")
+    judge_sub = judge.add_subparsers(dest="judge_command", required=True)
+    calibrate = judge_sub.add_parser(
+        "calibrate",
+        help="agreement of judges with human labels or a code scorer, and their corrected failure rate "
+        "(exit 0 at or above the floor, 1 below, 2 usage/dataset error, 3 a judge could not run)",
+    )
+    calibrate.add_argument(
+        "--dataset", type=Path, default=None, help="labelled runs (default: the shipped tool-selection cases)"
+    )
+    calibrate.add_argument(
+        "--judge",
+        dest="judges",
+        action="append",
+        default=None,
+        metavar="KIND",
+        help="a judge kind or a judge scorer id of the dataset (repeatable; default judge_tool_selection)",
+    )
+    calibrate.add_argument(
+        "--judge-params", default=None, metavar="JSON", help="parameters of the judges, e.g. '{\"threshold\": 1.0}'"
+    )
+    calibrate.add_argument(
+        "--against-code",
+        default=None,
+        metavar="SCORER",
+        help="compare with this code scorer's pass/fail (a scorer id of the dataset or a kind) instead of human labels",
+    )
+    calibrate.add_argument(
+        "--observed",
+        default=None,
+        metavar="FAILED/TOTAL",
+        help="the judge's failures on other runs (e.g. production) to correct (default: the calibration runs)",
+    )
+    calibrate.add_argument(
+        "--floor", type=float, default=None, metavar="KAPPA", help="kappa floor (default judge.calibration_floor)"
+    )
+    calibrate.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
+    calibrate.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    calibrate.add_argument(
+        "--textfile", type=Path, default=None, help="write the gauges here (Prometheus text format, node exporter)"
+    )
+    calibrate.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
+
     scorers = sub.add_parser("scorers", help="list the scorer catalogue")
     scorers.add_argument("--format", choices=("table", "json"), default="table")
 
@@ -122,6 +167,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         from monitor.commands.score import run_score
 
         return run_score(args.file, judges=args.judges)
+    if args.command == "judge":
+        from monitor.commands.judge import DEFAULT_JUDGE, CalibrateArgs, run_calibrate
+
+        return run_calibrate(
+            CalibrateArgs(
+                dataset=args.dataset,
+                judges=args.judges or (DEFAULT_JUDGE,),
+                judge_params=args.judge_params,
+                against_code=args.against_code,
+                observed=args.observed,
+                floor=args.floor,
+                confidence=args.confidence,
+                report=args.report,
+                textfile=args.textfile,
+                config=args.config,
+            )
+        )
     if args.command == "scorers":
         from monitor.commands.scorers import run_scorers
 
