@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 
@@ -42,7 +42,7 @@ from monitor.scoring.judges.protocol import JudgeConfig
 from monitor.scoring.judges.task import JudgeTask
 from monitor.scoring.result import ScoreResult
 from monitor.scoring.spec import ScorerSpec
-from monitor.scoring.stage import has_reference
+from monitor.scoring.stage import has_reference, placeholder
 from monitor.settings import Settings
 from monitor.store import JudgeJob
 from monitor.trajectory.errors import call_error
@@ -133,7 +133,7 @@ class JudgeIntake:
             judge = self._judge(spec)
             if isinstance(judge, Exception):
                 details = {"exception": type(judge).__name__, "message": str(judge)[:500]}
-                results.append(_unbuildable(spec, details))
+                results.append(placeholder(spec, 0, "error", "internal", details))
                 continue
             if self.judge_settings.only_flagged and not flagged:
                 self.metrics.judge_dropped(spec.kind, "not_flagged")
@@ -250,23 +250,3 @@ class JudgeIntake:
             lease_until=now + timedelta(seconds=self.judge_settings.lease_s),
         )
         return PoolJob(task, row, run, tuple(c.name for c in run.calls))
-
-
-def _unbuildable(spec: ScorerSpec, details: Mapping[str, Any]) -> ScoreResult:
-    from monitor.scoring.base import params_hash
-
-    params = dict(spec.params)
-    try:
-        phash = params_hash(params)
-    except Exception:
-        phash = ""
-    return ScoreResult(
-        scorer=spec.id,
-        scorer_kind=spec.kind,
-        scorer_version=0,
-        status="error",
-        reason="internal",
-        details=dict(details),
-        params=params,
-        params_hash=phash,
-    )

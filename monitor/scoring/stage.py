@@ -77,6 +77,8 @@ __all__ = [
     "ScoringStage",
     "has_reference",
     "is_judge_kind",
+    "placeholder",
+    "stamp",
 ]
 
 log = logging.getLogger(__name__)
@@ -266,12 +268,12 @@ class ScoringStage:
         pending: list[tuple[Run, list[_Entry], bool, Expectation]] = []
         for r in runs:
             code, judges, flagged, expectation = self._score_one(r)
-            results.extend(self._stamp(r, res, scored_at) for res in code)
+            results.extend(stamp(r, res, scored_at) for res in code)
             if judges:
                 pending.append((r, judges, flagged, expectation))
         for r, judges, flagged, expectation in pending:
             decided = self._judge(r, judges, flagged, expectation)
-            results.extend(self._stamp(r, res, scored_at) for res in decided)
+            results.extend(stamp(r, res, scored_at) for res in decided)
         return results
 
     # ----------------------------------------------------------------- one run
@@ -406,23 +408,8 @@ class ScoringStage:
     def _placeholder(
         self, spec: ScorerSpec, run: Run, status: str, reason: str, details: Mapping[str, Any] | None = None
     ) -> ScoreResult:
-        """A result the stage itself writes (judges disabled, scorer not buildable or crashing)."""
         cls = self.registry.get(spec.kind)
-        params = dict(spec.params)
-        try:
-            phash = params_hash(params)
-        except Exception:
-            phash = ""
-        return ScoreResult(
-            scorer=spec.id,
-            scorer_kind=spec.kind,
-            scorer_version=cls.version if cls is not None else 0,
-            status="error" if status == "error" else "not_applicable",
-            reason=reason,
-            details=dict(details or {}),
-            params=params,
-            params_hash=phash,
-        )
+        return placeholder(spec, cls.version if cls is not None else 0, status, reason, details)
 
     # ----------------------------------------------------------------- identity
 
@@ -433,13 +420,36 @@ class ScoringStage:
             log.exception("the injected clock failed; using the system clock")
             return _iso(datetime.now(UTC))
 
-    @staticmethod
-    def _stamp(run: Run, result: ScoreResult, scored_at: str) -> ScoreResult:
-        return dataclasses.replace(
-            result,
-            trace_id=run.trace_id,
-            run_id=run.run_id,
-            agent=run.agent,
-            conversation_id=run.conversation_id,
-            scored_at=scored_at,
-        )
+
+def stamp(run: Run, result: ScoreResult, scored_at: str) -> ScoreResult:
+    """``result`` with the identity of the run it judged: trace and run id, agent, conversation, ``scored_at``."""
+    return dataclasses.replace(
+        result,
+        trace_id=run.trace_id,
+        run_id=run.run_id,
+        agent=run.agent,
+        conversation_id=run.conversation_id,
+        scored_at=scored_at,
+    )
+
+
+def placeholder(
+    spec: ScorerSpec, version: int, status: str, reason: str, details: Mapping[str, Any] | None = None
+) -> ScoreResult:
+    """A result written for a scorer rather than by it (judges disabled, a scorer that cannot be built or
+    crashed): ``error`` or ``not_applicable`` with ``reason`` and ``details``."""
+    params = dict(spec.params)
+    try:
+        phash = params_hash(params)
+    except Exception:
+        phash = ""
+    return ScoreResult(
+        scorer=spec.id,
+        scorer_kind=spec.kind,
+        scorer_version=version,
+        status="error" if status == "error" else "not_applicable",
+        reason=reason,
+        details=dict(details or {}),
+        params=params,
+        params_hash=phash,
+    )

@@ -23,7 +23,6 @@ resumed. Without a pool (judges disabled) the step passes messages through.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -31,11 +30,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Final, Protocol
 
 from monitor.judging.pool import PoolJob, Verdict
-from monitor.scoring.result import ScoreResult
+from monitor.scoring.stage import stamp
 from monitor.steps.contract import Message, Step, TransformStep
 from monitor.steps.work import JudgeStore, TraceWork, VerdictWork
 from monitor.store import JudgeJob, StoredResult, StoreUnavailable
-from monitor.trajectory.model import Run
 
 __all__ = ["CLAIM_INTERVAL_S", "VERDICTS_PER_MESSAGE", "JudgeStep", "Pool", "Resume"]
 
@@ -153,7 +151,7 @@ class JudgeStep(TransformStep[In, Out]):
             if owner is None:
                 owner = index[id(run)] = len(work.runs)
                 work.runs.append(run)
-            result = _stamp(run, verdict.result, scored_at)
+            result = stamp(run, verdict.result, scored_at)
             work.rows.append(
                 StoredResult(result=result, run_start_ns=verdict.job.row.run_start_ns, tools=verdict.job.tools)
             )
@@ -215,15 +213,3 @@ class JudgeStep(TransformStep[In, Out]):
             self.pool.offer(jobs)
         if unusable:
             self.verdicts.append(VerdictWork(settled=tuple(unusable)))
-
-
-def _stamp(run: Run, result: ScoreResult, scored_at: str) -> ScoreResult:
-    """A verdict with its run's identity, as the scoring stage stamps code results."""
-    return dataclasses.replace(
-        result,
-        trace_id=run.trace_id,
-        run_id=run.run_id,
-        agent=run.agent,
-        conversation_id=run.conversation_id,
-        scored_at=scored_at,
-    )
