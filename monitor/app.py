@@ -59,6 +59,7 @@ from monitor.ingest.loop import (
     RunLoop,
 )
 from monitor.ingest.replay import ReplayGuard
+from monitor.judging.batch_pool import BatchPool
 from monitor.judging.budget import TOTAL, JudgeBudget
 from monitor.judging.intake import JudgeIntake
 from monitor.judging.pool import JudgePool
@@ -89,7 +90,8 @@ from monitor.steps.work import (
     Store,
     StoreAvailability,
 )
-from monitor.store import ResultStore, StoreUnavailable, open_store
+from monitor.store import SqlResultStore, StoreUnavailable, open_store
+from monitor.store.ledger import SqlBatchLedger
 from monitor.trajectory.assembler import AssemblerLimits
 
 __all__ = ["EXIT_BROKERS_UNREACHABLE", "EXIT_CONFIG", "EXIT_FATAL", "EXIT_OK", "App", "build_loop"]
@@ -119,12 +121,12 @@ class App:
         self.health = HealthState()
         self.metrics: Metrics | None = None
         self.http: HttpServer | None = None
-        self.store: ResultStore | None = None
+        self.store: SqlResultStore | None = None
         self.loop: RunLoop | None = None
         self.dlq: DeadLetterQueue | None = None
         self.events: EvaluationEventExporter | None = None
         self.source: Source | None = None
-        self.pool: JudgePool | None = None
+        self.pool: Pool | None = None
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
@@ -262,7 +264,11 @@ class App:
         s = self.settings
         assert self.metrics is not None
         budget = JudgeBudget.from_settings(s.judge, clock=lambda: datetime.now(UTC))
-        self.pool = JudgePool(s.judge, budget, self.metrics).start()
+        assert self.store is not None
+        if s.judge.batch:  # half price, verdicts within hours; batches in flight kept in the store's ledger
+            self.pool = BatchPool(s.judge, budget, self.metrics, SqlBatchLedger(self.store.engine)).start()
+        else:
+            self.pool = JudgePool(s.judge, budget, self.metrics).start()
         owner = s.judge.owner or socket.gethostname()
         intake = JudgeIntake(s, budget, self.pool, self.metrics, owner=owner, ruleset=ruleset)
         rule_scorers = (
@@ -273,7 +279,8 @@ class App:
         for warning in cache_prefix_warnings(s, configured_judges(s, rule_scorers)):
             log.warning("%s", warning)
         self.metrics.set_judge_budget_remaining(budget.remaining(TOTAL))
-        log.info("judges on: model %s, %d at once, owner %s", s.judge.model, s.judge.concurrency, owner)
+        how = "Message Batches" if s.judge.batch else f"{s.judge.concurrency} requests at once"
+        log.info("judges on: model %s, %s, owner %s", s.judge.model, how, owner)
         return Judges(self.pool, intake, owner)
 
     def _teardown(self) -> None:

@@ -60,6 +60,19 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--model", default=None, help="Anthropic model for --executor")
     ev.add_argument("--runner", default=None, help="run cases with a command exporting OTLP (SCORING §6.6)")
     ev.add_argument("--case-timeout", type=float, default=300.0, help="seconds per case for runners")
+    ev.add_argument(
+        "--judge-batch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="judges through the Message Batches API, half price, resumable (default: the judge.batch setting)",
+    )
+    ev.add_argument(
+        "--batch-state",
+        type=Path,
+        default=None,
+        help="SQLite file keeping the batches in flight (default .monitor-eval-batches.sqlite)",
+    )
+    ev.add_argument("--batch-timeout", type=float, default=None, help="seconds to wait for the batches (25 h)")
 
     score = sub.add_parser("score", help="score one run (JSON on stdin or a file) and print the results as JSON")
     score.add_argument("file", nargs="?", type=Path, default=None, help="input JSON (default: stdin)")
@@ -161,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model=args.model,
                 runner=args.runner,
                 case_timeout=args.case_timeout,
+                judge_batch=args.judge_batch,
+                batch_state=args.batch_state,
+                batch_timeout=args.batch_timeout,
             )
         )
     if args.command == "score":

@@ -146,3 +146,61 @@ def test_the_run_loop_on_the_kit_stores_every_run_and_commits_the_end(tmp_path: 
     assert all(r.scored_at and r.scored_at.startswith("2027-") for r in metrics.results), "scored by the manual clock"
     commit_times = [c.arguments["when_s"] for c in metrics.calls("commit_done")]
     assert commit_times and all(start <= t <= clock() for t in commit_times), "commits stamped by the manual wall clock"
+
+
+# --------------------------------------------------------------------------- FakeAnthropic: Message Batches faults
+
+
+def _batch_params(i: int) -> dict[str, object]:
+    return {"model": "claude-fake", "max_tokens": 8, "messages": [{"role": "user", "content": f"q{i}"}]}
+
+
+def test_fake_batches_expire_err_per_request_and_answer_in_any_order() -> None:
+    from monitor.testing import FakeAnthropic
+    from monitor.testing.fake_anthropic import Error
+
+    with FakeAnthropic(["a", Error(500, "boom"), "c", "d"], batch_result_order="reversed") as fake:
+        client = fake.client(max_retries=0)
+        requests = [{"custom_id": f"r{i}", "params": _batch_params(i)} for i in range(3)]
+        batch = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        results = [(r.custom_id, r.result) for r in client.messages.batches.results(batch.id)]
+        assert [cid for cid, _ in results] == ["r2", "r1", "r0"]  # matched by custom_id, not by position
+        by_id = dict(results)
+        assert by_id["r0"].type == "succeeded" and by_id["r2"].type == "succeeded"
+        assert by_id["r0"].message.usage.service_tier == "batch"
+        errored = by_id["r1"]
+        assert errored.type == "errored" and errored.error.error.type == "api_error"
+        assert errored.error.error.message == "boom"
+        # the next batch expires after answering one request; the expired ones consume no turn
+        fake.expire_next_batch(processed=1)
+        expiring = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        ended = client.messages.batches.retrieve(expiring.id)
+        assert ended.processing_status == "ended" and ended.expires_at == ended.ended_at
+        assert (ended.request_counts.succeeded, ended.request_counts.expired) == (1, 2)
+        assert [r.result.type for r in client.messages.batches.results(expiring.id)] == [
+            "expired",
+            "expired",
+            "succeeded",
+        ]
+        assert fake.remaining == 0 and len(fake.batch_creates) == 2
+        assert fake.unexpected == []
+
+
+def test_fake_batches_can_be_finished_early_or_lost() -> None:
+    import anthropic
+
+    from monitor.testing import FakeAnthropic
+
+    with FakeAnthropic(default="ok", batch_polls=100) as fake:
+        client = fake.client(max_retries=0)
+        requests = [{"custom_id": "x", "params": _batch_params(0)}]
+        slow = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        assert client.messages.batches.retrieve(slow.id).processing_status == "in_progress"
+        fake.finish_batch(slow.id)
+        assert client.messages.batches.retrieve(slow.id).processing_status == "ended"
+        lost = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        fake.drop_batch(lost.id)
+        with pytest.raises(anthropic.NotFoundError):
+            client.messages.batches.retrieve(lost.id)
+    with pytest.raises(ValueError):
+        FakeAnthropic(batch_result_order="random")

@@ -525,11 +525,13 @@ class Metrics:
 
     # ================================================================= judges
 
-    def judge_request(self, judge: str, model: str, outcome: str, seconds: float) -> None:
-        """Count one judge API request by ``outcome`` and observe its latency."""
+    def judge_request(self, judge: str, model: str, outcome: str, seconds: float | None) -> None:
+        """Count one judge API request by ``outcome`` and observe its latency (None: a batch request, whose wall
+        time measures the batch's queue, is not observed)."""
         kind = self._judge_kind(judge)
         self.judge_requests_total.labels(kind, self._judge_model(model), self._judge_outcome(outcome)).inc()
-        self.judge_request_duration_seconds.labels(kind).observe(max(0.0, seconds))
+        if seconds is not None:
+            self.judge_request_duration_seconds.labels(kind).observe(max(0.0, seconds))
 
     def judge_usage(self, judge: str, model: str, usage: JudgeTokens, usd: float | None) -> None:
         """Count the tokens (by kind) and the USD of an answered judge request."""

@@ -46,13 +46,70 @@ Contracts:
   end early when the server stops. Batches are never delayed.
 * **Recording.** Every request is kept in :attr:`~FakeAnthropic.requests` (method, path, query, lower-cased
   headers, decoded JSON body, the status and JSON answered), in arrival order, retries included;
-  :attr:`~FakeAnthropic.message_requests` are the Messages bodies only. Thread-safe: the server answers
-  concurrent requests on threads.
+  :attr:`~FakeAnthropic.message_requests` are the Messages bodies only, :attr:`~FakeAnthropic.batch_creates`
+  the bodies of ``POST /v1/messages/batches``. Thread-safe: the server answers concurrent requests on threads.
+
+Message Batches
+---------------
+
+``POST /v1/messages/batches`` answers every request of the batch at once, in order, from the script (each consumes
+a turn, exactly as a Messages request; faults queued with :meth:`~FakeAnthropic.fail_next` apply to them too). A
+batch says ``in_progress`` for ``batch_polls`` retrievals, then ``ended``; its results (JSONL) are then served at
+``results_url``. Each result line is, as the API writes them:
+
+* ``succeeded`` — the Message; its ``usage.service_tier`` is ``"batch"`` (priced at half by the API);
+* ``errored`` — the request's own error (``{"type": "error", "error": {type, message}}``): a scripted
+  :class:`Error` turn, an error queued with :meth:`~FakeAnthropic.fail_next` / :meth:`~FakeAnthropic.server_error`
+  …, or an invalid request (no ``model``…). The other requests of the batch are not affected;
+* ``canceled`` — the batch was canceled before it ended (every request);
+* ``expired`` — :meth:`~FakeAnthropic.expire_next_batch`: the batch reached its 24-hour limit before those requests
+  were processed. Expired requests consume no turn (the model never saw them).
+
+:meth:`~FakeAnthropic.finish_batch` makes a batch end at its next retrieval; :meth:`~FakeAnthropic.drop_batch`
+forgets a batch, so that retrieving it answers 404 (a batch the API lost, or one deleted behind the client's back).
+
+Prompt caching (``cache=True``)
+-------------------------------
+
+Off by default (the usage is then ``input_tokens`` ≈ JSON characters / 4 of ``tools``, ``system`` and ``messages``,
+no cache tokens, as before). With ``FakeAnthropic(cache=True)`` the fake keeps a prompt cache like the API's, as
+Anthropic documents it (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "How prompt caching
+works", "Cache limitations", "Understanding cache breakpoint costs", "What invalidates the cache"):
+
+* The prompt is the sequence of *blocks* in the order **tools → system → messages**: each tool definition, each
+  ``system`` block (a ``system`` string is one block), each content block of each message (a string content is one
+  block). Each block counts ``max(1, len(JSON) // 4)`` tokens (its ``cache_control`` left out), so the prefix up to
+  any block has a token count.
+* A *breakpoint* is a block with ``cache_control: {"type": "ephemeral"}``; ``"ttl": "1h"`` makes its entry live one
+  hour, else five minutes (the default TTL). A top-level ``cache_control`` (automatic caching) puts a breakpoint on
+  the last block. More than four breakpoints → 400 ``invalid_request_error`` (at most 4 per request).
+* A prefix is cached only when it is at least the model's **minimum cacheable length**: 4,096 tokens for Claude
+  Opus 4.6 / 4.5 and Haiku 4.5; 2,048 for Claude Haiku 3.5 / 3; 1,024 for Claude Sonnet 4.6 / 4.5, Opus 4.1 / 4,
+  Sonnet 4 and Sonnet 3.7 (the table of "Cache limitations", as quoted in
+  https://github.com/anthropics/anthropic-sdk-python/issues/1194); 1,024 for any other model name. A shorter
+  prefix is processed without caching and **no error is returned** (both cache counters stay 0).
+  ``cache_min_tokens`` overrides the table (one number for every model, or a mapping model → number).
+* **Reads.** For each breakpoint the fake looks for a cached prefix ending at that block or at one of the 19
+  blocks before it (the API checks about 20 block boundaries before each explicit breakpoint); the longest prefix
+  found within its TTL is read: its tokens are ``cache_read_input_tokens``, and the hit refreshes the entry's TTL.
+* **Writes.** Every breakpoint whose prefix reaches the minimum length is cached (written or refreshed). The
+  tokens from the end of the prefix read up to the last such breakpoint are ``cache_creation_input_tokens``
+  (split into ``usage.cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens`` by the TTL of the
+  breakpoint that covers them); ``input_tokens`` is the rest (the blocks after the last cached breakpoint).
+* A prefix is identified by the model, the exact bytes of its blocks and, for message blocks, the request's
+  ``tool_choice`` and ``thinking`` (changing those invalidates the cached messages, not the tools and system).
+* Entries are visible to the next request at once (the API makes an entry available once the first response
+  begins, so concurrent requests may all miss there; batch requests are answered one after the other here, so the
+  requests of a batch after the first read the prefix it wrote: the API's cache hits in batches are best effort).
+* The TTL runs on ``cache_clock`` (default :func:`time.monotonic`; inject one to test expiry);
+  :meth:`~FakeAnthropic.clear_cache` empties the cache. ``usage`` overrides (``usage=``, ``Turn.usage``) still
+  win over the simulated numbers.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import json
 import threading
@@ -222,6 +279,104 @@ def _rough_tokens(value: Any) -> int:
     return max(1, len(json.dumps(value, separators=(",", ":"), default=str)) // 4)
 
 
+MAX_CACHE_BREAKPOINTS = 4
+"""Blocks with ``cache_control`` a request may carry."""
+
+CACHE_LOOKBACK_BLOCKS = 20
+"""Block boundaries checked for a cache hit at and before each breakpoint."""
+
+CACHE_TTL_S: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
+
+MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
+    ("claude-opus-4-6", 4096),
+    ("claude-opus-4-5", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-3-5-haiku", 2048),
+    ("claude-haiku-3-5", 2048),
+    ("claude-3-haiku", 2048),
+    ("claude-haiku-3", 2048),
+)
+"""Model id prefix → minimum cacheable prompt length (see the module docstring); any other model: 1,024."""
+
+DEFAULT_MIN_CACHEABLE_TOKENS = 1024
+
+
+def _without_cache_control(block: Any) -> Any:
+    if isinstance(block, dict) and "cache_control" in block:
+        return {k: v for k, v in block.items() if k != "cache_control"}
+    return block
+
+
+def _breakpoint_ttl(block: Any) -> str | None:
+    """``"5m"`` / ``"1h"`` for a block carrying ``cache_control`` (type ephemeral), else None."""
+    control = block.get("cache_control") if isinstance(block, dict) else None
+    if not isinstance(control, dict):
+        return None
+    return "1h" if control.get("ttl") == "1h" else "5m"
+
+
+@dataclass
+class _CacheEntry:
+    expires: float
+    ttl: str
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    """A request's prompt as blocks (tools → system → messages): chained prefix hashes, cumulative tokens and the
+    breakpoints ``(block index, ttl)``."""
+
+    hashes: tuple[str, ...]
+    cumulative: tuple[int, ...]
+    breakpoints: tuple[tuple[int, str], ...]
+
+    @property
+    def total(self) -> int:
+        return self.cumulative[-1] if self.cumulative else 0
+
+    @staticmethod
+    def of(request: Mapping[str, Any]) -> _Prompt:
+        blocks: list[tuple[Any, str | None]] = []
+        for tool in request.get("tools") or []:
+            blocks.append((("tool", _without_cache_control(tool)), _breakpoint_ttl(tool)))
+        system = request.get("system")
+        if isinstance(system, str):
+            blocks.append((("system", system), None))
+        elif isinstance(system, list):
+            for block in system:
+                blocks.append((("system", _without_cache_control(block)), _breakpoint_ttl(block)))
+        first_message = len(blocks)
+        for message in request.get("messages") or []:
+            if not isinstance(message, dict):
+                continue
+            role = message.get("role")
+            content = message.get("content")
+            if isinstance(content, list):
+                for block in content:
+                    blocks.append(((role, _without_cache_control(block)), _breakpoint_ttl(block)))
+            else:
+                blocks.append(((role, content), None))
+        automatic = _breakpoint_ttl(request)
+        if automatic is not None and blocks:
+            last_value, last_ttl = blocks[-1]
+            blocks[-1] = (last_value, last_ttl or automatic)
+        digest = hashlib.sha256(json.dumps(["model", request.get("model")]).encode())
+        hashes: list[str] = []
+        cumulative: list[int] = []
+        total = 0
+        for i, (value, _) in enumerate(blocks):
+            if i == first_message:  # tool_choice / thinking invalidate the cached messages, not tools and system
+                context = [request.get("tool_choice"), request.get("thinking")]
+                digest.update(json.dumps(context, sort_keys=True, default=str).encode())
+            raw = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+            digest.update(raw.encode())
+            hashes.append(digest.copy().hexdigest())
+            total += max(1, len(raw) // 4)
+            cumulative.append(total)
+        breakpoints = tuple((i, ttl) for i, (_, ttl) in enumerate(blocks) if ttl is not None)
+        return _Prompt(tuple(hashes), tuple(cumulative), breakpoints)
+
+
 @dataclass
 class _Batch:
     id: str
@@ -230,6 +385,7 @@ class _Batch:
     created_at: str
     expires_at: str
     polls_left: int
+    expiring: bool = False
     cancel_initiated_at: str | None = None
     ended_at: str | None = None
     canceled: bool = False
@@ -251,6 +407,10 @@ class FakeAnthropic:
         stream_delay: float = 0.0,
         validate: bool = True,
         latency: float = 0.0,
+        cache: bool = False,
+        cache_min_tokens: int | Mapping[str, int] | None = None,
+        cache_clock: Callable[[], float] = time.monotonic,
+        batch_result_order: str = "request",
     ) -> None:
         """
         ``usage``: defaults merged into every answer's usage (e.g. ``{"cache_read_input_tokens": 100}``).
@@ -259,7 +419,13 @@ class FakeAnthropic:
         ``stream_delay``: seconds between SSE events.
         ``validate``: answer 400 to a Messages request without ``model``, ``max_tokens`` or ``messages``.
         ``latency``: seconds every Messages answer waits before it is sent.
+        ``cache``: simulate prompt caching (module docstring); ``cache_min_tokens`` overrides the minimum cacheable
+        length (one number, or model → number); ``cache_clock`` is the clock of the cache TTLs (seconds).
+        ``batch_result_order``: ``"request"`` (the order of the batch's requests) or ``"reversed"``: the API does
+        not promise any order (results are matched by ``custom_id``), so a client relying on it shows here.
         """
+        if batch_result_order not in ("request", "reversed"):
+            raise ValueError(f"batch_result_order must be 'request' or 'reversed', got {batch_result_order!r}")
         self._script: list[Any] = [] if callable(script) else list(script)
         self._script_fn = script if callable(script) else None
         self.default = default
@@ -269,6 +435,12 @@ class FakeAnthropic:
         self.stream_delay = stream_delay
         self.validate = validate
         self.latency = latency
+        self.cache = cache
+        self.cache_min_tokens = cache_min_tokens
+        self.cache_clock = cache_clock
+        self.batch_result_order = batch_result_order
+        self._cache: dict[str, _CacheEntry] = {}
+        self._expiring: list[int] = []
         self._host = host
         self._pending_delays: list[float] = []
         self._stopping = threading.Event()
@@ -383,6 +555,32 @@ class FakeAnthropic:
         with self._lock:
             self._pending_delays.extend([float(seconds)] * count)
 
+    def expire_next_batch(self, count: int = 1, *, processed: int = 0) -> None:
+        """The next ``count`` batches created expire: the first ``processed`` requests of each are answered as
+        usual, the others end ``expired`` (and consume no turn). The batch still ends after ``batch_polls``
+        retrievals; its ``expires_at`` is when it ended."""
+        if count < 0 or processed < 0:
+            raise ValueError("count and processed must not be negative")
+        with self._lock:
+            self._expiring.extend([processed] * count)
+
+    def finish_batch(self, batch_id: str) -> None:
+        """The next retrieval of the batch says ``ended`` (whatever ``batch_polls`` was when it was created)."""
+        with self._lock:
+            batch = self._batches.get(batch_id)
+            if batch is not None and batch.ended_at is None:
+                batch.polls_left = 1
+
+    def drop_batch(self, batch_id: str) -> None:
+        """Forget a batch: retrieving it (or its results) then answers 404 ``not_found_error``."""
+        with self._lock:
+            self._batches.pop(batch_id, None)
+
+    def clear_cache(self) -> None:
+        """Empty the simulated prompt cache (``cache=True``)."""
+        with self._lock:
+            self._cache.clear()
+
     def script_verdict(
         self,
         tool_name: str,
@@ -432,6 +630,11 @@ class FakeAnthropic:
     def message_requests(self) -> list[dict[str, Any]]:
         """Bodies of every ``POST /v1/messages`` request, in arrival order (retries included)."""
         return [r.body for r in self.requests if r.method == "POST" and r.path == "/v1/messages"]
+
+    @property
+    def batch_creates(self) -> list[dict[str, Any]]:
+        """Bodies of every ``POST /v1/messages/batches`` request (batch creations), in arrival order."""
+        return [r.body for r in self.requests if r.method == "POST" and r.path == "/v1/messages/batches"]
 
     def reset(self) -> None:
         with self._lock:
@@ -495,6 +698,15 @@ class FakeAnthropic:
             if not request["messages"]:
                 self.unexpected.append("invalid request: empty messages")
                 return Error(400, "messages: at least one message is required", retry_after_ms=None)
+        if self.cache:
+            found = len(_Prompt.of(request).breakpoints)
+            if found > MAX_CACHE_BREAKPOINTS:
+                self.unexpected.append(f"invalid request: {found} cache_control blocks")
+                return Error(
+                    400,
+                    f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}.",
+                    retry_after_ms=None,
+                )
         turn = self._take_turn(request)
         if isinstance(turn, Error):
             return turn, turn.delay
@@ -552,9 +764,64 @@ class FakeAnthropic:
             "cache_read_input_tokens": 0,
             "service_tier": "standard",
         }
+        if self.cache:
+            usage.update(self._cached_usage(request))
         usage.update(self.usage_defaults)
         usage.update(override or {})
         return usage
+
+    # ------------------------------------------------------------------ prompt caching
+
+    def min_cacheable_tokens(self, model: str) -> int:
+        """The minimum cacheable prompt length the simulation applies to ``model`` (module docstring)."""
+        given = self.cache_min_tokens
+        if isinstance(given, int):
+            return given
+        if isinstance(given, Mapping) and model in given:
+            return int(given[model])
+        for prefix, tokens in MIN_CACHEABLE_TOKENS:
+            if model.startswith(prefix):
+                return tokens
+        return DEFAULT_MIN_CACHEABLE_TOKENS
+
+    def _cached_usage(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The input token counts of ``request`` with the simulated cache (reads, then writes)."""
+        prompt = _Prompt.of(request)
+        minimum = self.min_cacheable_tokens(str(request.get("model") or ""))
+        now = self.cache_clock()
+        with self._lock:
+            read_end = -1
+            for index, _ttl in prompt.breakpoints:
+                for j in range(index, max(-1, index - CACHE_LOOKBACK_BLOCKS), -1):
+                    if j <= read_end:
+                        break
+                    entry = self._cache.get(prompt.hashes[j])
+                    if entry is not None and entry.expires > now:
+                        read_end = j
+                        break
+            if read_end >= 0:
+                entry = self._cache[prompt.hashes[read_end]]
+                entry.expires = now + CACHE_TTL_S[entry.ttl]
+            written = [(i, ttl) for i, ttl in prompt.breakpoints if prompt.cumulative[i] >= minimum]
+            for i, ttl in written:
+                self._cache[prompt.hashes[i]] = _CacheEntry(now + CACHE_TTL_S[ttl], ttl)
+        read = prompt.cumulative[read_end] if read_end >= 0 else 0
+        by_ttl = {"5m": 0, "1h": 0}
+        start = read_end
+        for i, ttl in written:
+            if i > start:
+                by_ttl[ttl] += prompt.cumulative[i] - (prompt.cumulative[start] if start >= 0 else 0)
+                start = i
+        creation = by_ttl["5m"] + by_ttl["1h"]
+        return {
+            "input_tokens": prompt.total - read - creation,
+            "cache_creation_input_tokens": creation,
+            "cache_read_input_tokens": read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": by_ttl["5m"],
+                "ephemeral_1h_input_tokens": by_ttl["1h"],
+            },
+        }
 
     # ------------------------------------------------------------------ streaming
 
@@ -652,13 +919,21 @@ class FakeAnthropic:
             return 400, Error(400, "requests: custom_id values must be unique non-empty strings").body(
                 self._next_id("req")
             )
-        results = []
-        for r in requests:
-            answer = self.answer(dict(r.get("params") or {}))
-            if isinstance(answer, Error):
-                result = {"type": "errored", "error": answer.body(self._next_id("req"))}
+        with self._lock:
+            processed = self._expiring.pop(0) if self._expiring else None
+        results: list[dict[str, Any]] = []
+        for i, r in enumerate(requests):
+            result: dict[str, Any]
+            if processed is not None and i >= processed:
+                result = {"type": "expired"}
             else:
-                result = {"type": "succeeded", "message": answer}
+                answer = self.answer(dict(r.get("params") or {}))
+                if isinstance(answer, Error):
+                    result = {"type": "errored", "error": answer.body(self._next_id("req"))}
+                else:
+                    if answer.get("usage", {}).get("service_tier") == "standard":
+                        answer["usage"]["service_tier"] = "batch"
+                    result = {"type": "succeeded", "message": answer}
             results.append({"custom_id": r["custom_id"], "result": result})
         batch = _Batch(
             id=self._next_id("msgbatch"),
@@ -667,11 +942,12 @@ class FakeAnthropic:
             created_at=_now_iso(),
             expires_at=_now_iso(timedelta(hours=24)),
             polls_left=self.batch_polls,
+            expiring=processed is not None,
         )
         with self._lock:
             self._batches[batch.id] = batch
             if batch.polls_left <= 0:
-                batch.ended_at = _now_iso()
+                self._end(batch)
             return 200, self._batch_json(batch)
 
     def _poll_batch(self, batch: _Batch) -> dict[str, Any]:
@@ -684,10 +960,15 @@ class FakeAnthropic:
                     ]
                     batch.ended_at = _now_iso()
                 elif batch.polls_left <= 1:
-                    batch.ended_at = _now_iso()
+                    self._end(batch)
                 else:
                     batch.polls_left -= 1
             return self._batch_json(batch)
+
+    def _end(self, batch: _Batch) -> None:
+        batch.ended_at = _now_iso()
+        if batch.expiring:
+            batch.expires_at = batch.ended_at
 
     def batches(self) -> list[dict[str, Any]]:
         """Every batch created, oldest first (without advancing polls)."""
@@ -734,7 +1015,8 @@ class FakeAnthropic:
         if method == "GET" and parts[1:] == ["results"]:
             if batch.ended_at is None:
                 return 400, Error(400, "batch results are not available until processing ends").body(rid)
-            lines = "".join(json.dumps(r) + "\n" for r in batch.results)
+            ordered = batch.results if self.batch_result_order == "request" else batch.results[::-1]
+            lines = "".join(json.dumps(r) + "\n" for r in ordered)
             return 200, _Raw(lines.encode(), "application/binary")
         return 404, Error(404, f"{method} {'/'.join(parts)} not found").body(rid)
 

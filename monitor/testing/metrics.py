@@ -198,7 +198,7 @@ class RecordingMetrics:
 
     # the judge pool's metrics (``monitor.judging.pool.JudgeMetrics``)
 
-    def judge_request(self, judge: str, model: str, outcome: str, seconds: float) -> None:
+    def judge_request(self, judge: str, model: str, outcome: str, seconds: float | None) -> None:
         self.record("judge_request", (), {"judge": judge, "model": model, "outcome": outcome, "seconds": seconds})
 
     def judge_usage(self, judge: str, model: str, usage: Any, usd: float | None) -> None:

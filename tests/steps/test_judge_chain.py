@@ -24,6 +24,7 @@ from monitor.export.metrics import Metrics
 from monitor.ingest.dlq import DeadLetterQueue
 from monitor.ingest.loop import RunLoop
 from monitor.ingest.memory import MemoryBroker
+from monitor.judging.batch_pool import BatchPool
 from monitor.judging.budget import JudgeBudget
 from monitor.judging.intake import JudgeIntake
 from monitor.judging.pool import JudgePool
@@ -32,6 +33,7 @@ from monitor.sampling.sampler import Sampler
 from monitor.scoring.stage import ScoringStage
 from monitor.settings import Settings, load_settings
 from monitor.store import SqlResultStore, open_store
+from monitor.store.ledger import SqlBatchLedger
 from monitor.store.schema import judge_jobs, results
 from monitor.testing import FakeAnthropic, ManualClock
 from monitor.testing.fake_anthropic import Error, Turn
@@ -56,7 +58,12 @@ class Daemon:
         self.store = open_store(settings.store)
         ruleset = RuleSet.from_mapping(RULES)
         self.budget = JudgeBudget.from_settings(settings.judge, clock=lambda: datetime.now(UTC))
-        self.pool = JudgePool(settings.judge, self.budget, self.metrics, backoff_s=0.05).start()
+        self.pool: JudgePool | BatchPool
+        if settings.judge.batch:
+            ledger = SqlBatchLedger(self.store.engine)
+            self.pool = BatchPool(settings.judge, self.budget, self.metrics, ledger).start()
+        else:
+            self.pool = JudgePool(settings.judge, self.budget, self.metrics, backoff_s=0.05).start()
         self.intake = JudgeIntake(settings, self.budget, self.pool, self.metrics, owner=owner, ruleset=ruleset)
         sampler = Sampler(settings.sampling)
         stage = ScoringStage(settings, ruleset, sampler, lambda: datetime.now(UTC), submitter=self.intake)
@@ -217,3 +224,41 @@ def test_a_daemon_that_stops_renewing_hands_its_verdicts_to_another(tmp_path: Pa
             conn.execute(sa.update(judge_jobs).values(lease_until=datetime.now(UTC) - timedelta(seconds=1)))
         b.clock.advance(61.0)  # the next look for verdicts nobody judges
         b.until(lambda: judged(b.store) == owed and count(b.store, judge_jobs) == 0)
+
+
+def test_with_batches_a_restart_resumes_the_batch_in_flight_instead_of_paying_twice(
+    tmp_path: Path, daemons: list[Daemon]
+) -> None:
+    broker, clock = MemoryBroker(), ManualClock(1_000.0)
+    produce(broker, 8)
+    usage = {"input_tokens": 1000, "output_tokens": 100}
+    with FakeAnthropic(default=Turn(tool_uses=[("submit_verdict", VERDICT)], usage=usage), batch_polls=10**6) as fake:
+        settings = settings_for(tmp_path, fake, batch=True, batch_max_wait_s=0.2, batch_poll_s=0.05)
+        a = Daemon(settings, broker, clock)
+        daemons.append(a)
+        a.until(lambda: len(fake.batches()) == 1 and a.loop.stats.traces_scored == 8 and not a.loop.held)
+        a.step(2)
+        owed = count(a.store, judge_jobs)
+        assert owed > 0 and judged(a.store) == 0
+        assert broker.committed["memory"] == broker.end_offsets(TOPIC)  # ingestion does not wait for the batch
+        a.pool.stop(1.0)  # killed with the batch in flight
+        daemons.remove(a)
+        a.store.close()
+
+        fake.finish_batch(fake.batches()[0]["id"])  # it ends while no daemon runs
+        b = Daemon(settings, broker, clock)
+        daemons.append(b)
+        b.until(lambda: judged(b.store) == owed and count(b.store, judge_jobs) == 0)
+        assert len(fake.batches()) == 1  # resumed from the ledger, not submitted again
+        assert fake.message_requests == []  # nothing went through the Messages API
+    costs = [r.judge.cost_usd for r in _stored_judge_usage(b.store)]
+    assert costs == [pytest.approx((1000 * 3 + 100 * 15) / 1e6 / 2)] * owed  # batch price: half
+    assert b.metric("monitor_judge_requests_total", judge=JUDGE, model="claude-sonnet-4-6", outcome="ok") == owed
+
+
+def _stored_judge_usage(store: SqlResultStore) -> list[Any]:
+    from types import SimpleNamespace
+
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(results.c.judge).where(results.c.scorer == JUDGE)).scalars().all()
+    return [SimpleNamespace(judge=SimpleNamespace(**row)) for row in rows if row]
