@@ -112,6 +112,7 @@ import copy
 import hashlib
 import itertools
 import json
+import socket
 import threading
 import time
 import urllib.parse
@@ -1050,6 +1051,12 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server_fake: FakeAnthropic
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # headers and body go out as separate writes: without this, Nagle's algorithm holds the body until the
+        # client's delayed ACK (about 40 ms per answer on Linux)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
