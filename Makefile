@@ -61,6 +61,7 @@ demo-offline: install
 bench: install peers
 	$(PY) bench/decode_rebuild.py
 	$(PY) bench/scorers.py
+	$(PY) bench/judges.py
 
 # Re-record the framework fixtures (each framework in its own locked virtualenv).
 fixtures: install

@@ -250,7 +250,7 @@ def main() -> int:
 
     with FakeAnthropic(verdict_for, cache=True, latency=args.latency) as fake:
         client = anthropic.Anthropic(api_key="bench", base_url=fake.base_url, max_retries=0)
-        sample = runs[: max(8, min(len(runs), 5 * args.concurrency))]
+        sample = runs[: max(8, min(len(runs), 10 * args.concurrency))]
         started = time.perf_counter()
         sequential(sample[: max(4, len(sample) // 4)], settings_for(fake), client)
         one_rate = max(4, len(sample) // 4) / (time.perf_counter() - started)
