@@ -385,6 +385,7 @@ def test_conversation_cases_feed_every_turn_to_the_judge(
     goals = [t for t in texts if "<reference_outcome>" in t]
     assert len(topics) == 1 and "Lima" in topics[0] and "Cusco" in topics[0]
     assert len(goals) == 1 and "The user learns the weather in Lima and Cusco." in goals[0]
+    assert "Human: What's the weather in Lima?" in goals[0] and "Human: And in Cusco?" in goals[0]  # every turn
     results = judged(report(out_report))
     by_scorer = {(r["scorer"], r["turn"]) for r in results}
     assert by_scorer == {

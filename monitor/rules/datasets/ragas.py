@@ -15,7 +15,7 @@ the case's actual trajectory:
 The expectation applies to the whole conversation and sits on the first turn (later turns carry an
 empty expectation; ``concatenate`` scorers merge them). Case id = the sample's index.
 Default scorers: ``ragas_tool_call_accuracy`` and ``ragas_tool_call_f1`` when some sample has
-``reference_tool_calls``; ``judge_goal_accuracy`` always, ``judge_topic_adherence`` when some
+``reference_tool_calls``; ``judge_goal_accuracy`` (``scope: conversation``, as Ragas reads the whole sample) always, ``judge_topic_adherence`` when some
 sample has topics, ``judge_trajectory_quality`` (``style: rubric``) when some has rubrics (judge
 kinds are ``not_applicable/judges_disabled`` without judges). All gate with ``aggregate: mean``.
 """
@@ -192,7 +192,8 @@ def load_ragas(path: Path, doc: Any) -> Dataset:
     if any_calls:
         specs.append(ScorerSpec("ragas_tool_call_accuracy", "ragas_tool_call_accuracy", {}))
         specs.append(ScorerSpec("ragas_tool_call_f1", "ragas_tool_call_f1", {}))
-    specs.append(ScorerSpec("judge_goal_accuracy", "judge_goal_accuracy", {}))
+    # Ragas judges the whole conversation (its MultiTurnSample), not the last turn
+    specs.append(ScorerSpec("judge_goal_accuracy", "judge_goal_accuracy", {"scope": "conversation"}))
     if any_topics:
         specs.append(ScorerSpec("judge_topic_adherence", "judge_topic_adherence", {}))
     if any_rubrics:
