@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -28,7 +27,7 @@ import anthropic
 
 from monitor.judging.batches import BatchJudge
 from monitor.judging.budget import JudgeBudget
-from monitor.judging.pool import JudgeMetrics, PoolJob, Verdict
+from monitor.judging.pool import JudgeMetrics, PoolBase, PoolJob, Verdict
 from monitor.scoring.judges.cost import Usage
 from monitor.settings import JudgeSettings
 from monitor.store.ledger import SqlBatchLedger
@@ -43,7 +42,7 @@ TICK_S: Final = 1.0
 """The longest the thread sleeps between two steps when nothing is due sooner."""
 
 
-class BatchPool:
+class BatchPool(PoolBase):
     """See the module docstring. ``client_factory`` makes the synchronous client (default: from the settings)."""
 
     def __init__(
@@ -56,14 +55,11 @@ class BatchPool:
         client_factory: Callable[[], anthropic.Anthropic] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(metrics)
         self.settings = settings
-        self.metrics = metrics
         client = (client_factory or self._default_client)()
         self.transport = BatchJudge(client, ledger, settings, purpose="daemon", budget=budget, monotonic=monotonic)
         self._monotonic = monotonic
-        self._lock = threading.Lock()
-        self._jobs: dict[str, PoolJob] = {}
-        self._done: deque[Verdict] = deque()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -85,43 +81,9 @@ class BatchPool:
             self._thread.start()
         return self
 
-    def offer(self, jobs: Sequence[PoolJob]) -> int:
-        fresh: list[PoolJob] = []
-        with self._lock:
-            for job in jobs:
-                if job.key not in self._jobs:
-                    self._jobs[job.key] = job
-                    fresh.append(job)
-            backlog = len(self._jobs)
-        if fresh:
-            self.transport.add(job.task for job in fresh)
-            self._wake.set()
-        self.metrics.set_judge_backlog(backlog)
-        return len(fresh)
-
-    def finished(self) -> list[Verdict]:
-        out: list[Verdict] = []
-        with self._lock:
-            while self._done:
-                verdict = self._done.popleft()
-                self._jobs.pop(verdict.job.key, None)
-                out.append(verdict)
-            backlog = len(self._jobs)
-        if out:
-            self.metrics.set_judge_backlog(backlog)
-        return out
-
-    def backlog(self) -> int:
-        with self._lock:
-            return len(self._jobs)
-
-    def keys(self) -> list[str]:
-        with self._lock:
-            return list(self._jobs)
-
-    def holds(self, key: str) -> bool:
-        with self._lock:
-            return key in self._jobs
+    def _accept(self, jobs: Sequence[PoolJob]) -> None:
+        self.transport.add(job.task for job in jobs)
+        self._wake.set()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop stepping (batches in flight stay in the ledger; the next process resumes them)."""
@@ -141,15 +103,14 @@ class BatchPool:
                 log.exception("judge batches: a step failed; retrying")
                 done = []
             for task in done:
-                self._finish(task.key)
+                self._settle(task.key)
             due = self.transport.next_due()
             wait = TICK_S if due is None else min(TICK_S, max(0.0, due - self._monotonic()))
             self._wake.wait(wait)
             self._wake.clear()
 
-    def _finish(self, key: str) -> None:
-        with self._lock:
-            job = self._jobs.get(key)
+    def _settle(self, key: str) -> None:
+        job = self.job(key)
         if job is None:
             return
         result = self.transport.result(job.task)
@@ -173,5 +134,4 @@ class BatchPool:
                     self.metrics.judge_request(job.kind, model, "ok", None)
                 self.metrics.judge_usage(job.kind, model, counts, usage.cost_usd)
             verdict = Verdict(job, result)
-        with self._lock:
-            self._done.append(verdict)
+        self._finish(verdict)

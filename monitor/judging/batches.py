@@ -81,12 +81,10 @@ daily refusals while something is in flight wait, a spent daily limit fails the 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -95,11 +93,11 @@ from typing import Any, Final, cast
 import anthropic
 import sqlalchemy.exc
 
-from monitor.judging.budget import Admission, JudgeBudget
+from monitor.judging.budget import Admission, Estimate, JudgeBudget, estimate
 from monitor.judging.runner import send_with, usage_cost
 from monitor.scoring.judges.base import Judge, JudgeUnavailable
 from monitor.scoring.judges.cost import Usage, cost_usd
-from monitor.scoring.judges.protocol import CHARS_PER_TOKEN, JudgeConfig
+from monitor.scoring.judges.protocol import JudgeConfig
 from monitor.scoring.judges.task import JudgeRequest, JudgeTask
 from monitor.scoring.result import ScoreResult
 from monitor.settings import JudgeSettings
@@ -112,10 +110,7 @@ __all__ = [
     "POLL_BACKOFF",
     "BatchJudge",
     "DirectJudge",
-    "Estimate",
     "TransportStats",
-    "estimate",
-    "estimate_input_tokens",
 ]
 
 log = logging.getLogger(__name__)
@@ -139,31 +134,6 @@ def _utc_now() -> datetime:
 
 
 # ----------------------------------------------------------------------------- estimates and results
-
-
-def estimate_input_tokens(body: Mapping[str, Any]) -> int:
-    """The budget's input estimate of a request: its JSON size / 3.5 characters a token (§4.0), rounded up."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """What one request is admitted with: input and output tokens, and USD (None: the model has no price)."""
-
-    input_tokens: int
-    output_tokens: int
-    usd: float | None
-
-
-def estimate(body: Mapping[str, Any], settings: JudgeSettings, *, batch: bool) -> Estimate:
-    """The estimate of one request (module docstring): input from the JSON size, output = ``max_tokens``, USD with
-    every input token priced as a cache write (the dearest way it can be billed) and the batch discount."""
-    input_tokens = estimate_input_tokens(body)
-    output_tokens = int(body.get("max_tokens", settings.max_tokens))
-    bound = Usage(cache_creation_input_tokens=input_tokens, output_tokens=output_tokens, requests=1, batch=batch)
-    usd = cost_usd(bound, str(body.get("model", settings.model)), settings.prices, settings.cache_ttl)
-    return Estimate(input_tokens, output_tokens, usd)
 
 
 def _final_refusal(admission: Admission, budget: JudgeBudget) -> bool:

@@ -55,15 +55,18 @@ the sampling policy (which runs still get a judge).
 from __future__ import annotations
 
 import itertools
+import json
+import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
-from monitor.scoring.judges.cost import Usage
+from monitor.scoring.judges.cost import Usage, cost_usd
+from monitor.scoring.judges.protocol import CHARS_PER_TOKEN
 from monitor.settings import JudgeBudgetLimits, JudgeBudgets, JudgeSettings
 
 __all__ = [
@@ -72,8 +75,11 @@ __all__ = [
     "SUSPICIOUS_ONLY_FROM",
     "TOTAL",
     "Admission",
+    "Estimate",
     "JudgeBudget",
     "LimitName",
+    "estimate",
+    "estimate_input_tokens",
     "judge_priority_admits",
 ]
 
@@ -373,3 +379,32 @@ class JudgeBudget:
             self._day = today
             for scope in (self._total, *self._per_kind.values()):
                 scope.spent = _Amounts()
+
+
+# ----------------------------------------------------------------- estimates
+
+
+def estimate_input_tokens(body: Mapping[str, Any]) -> int:
+    """The budget's input estimate of a request: its JSON size / 3.5 characters a token (§4.0), rounded up."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """What one request is admitted with: input and output tokens, and USD (None: the model has no price)."""
+
+    input_tokens: int
+    output_tokens: int
+    usd: float | None
+
+
+def estimate(body: Mapping[str, Any], settings: JudgeSettings, *, batch: bool) -> Estimate:
+    """The estimate a request is admitted with: input = its JSON size / 3.5 characters a token (§4.0), output = its
+    ``max_tokens``, USD with every input token priced as a cache write (the dearest way it can be billed) and, for
+    a batch request, the batch discount. An upper bound of what the request can cost (the guarantee's premise)."""
+    input_tokens = estimate_input_tokens(body)
+    output_tokens = int(body.get("max_tokens", settings.max_tokens))
+    bound = Usage(cache_creation_input_tokens=input_tokens, output_tokens=output_tokens, requests=1, batch=batch)
+    usd = cost_usd(bound, str(body.get("model", settings.model)), settings.prices, settings.cache_ttl)
+    return Estimate(input_tokens, output_tokens, usd)

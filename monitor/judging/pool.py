@@ -9,10 +9,11 @@ judge can never stall ingestion: a job waits in the pool's queue, not in the pip
 **One job** drives its :class:`~monitor.scoring.judges.task.JudgeTask`: the pending requests of every sample go
 out together; each answer is fed back until the task is done. **One request**:
 
-1. *Budget.* :meth:`~monitor.judging.budget.JudgeBudget.admit` with the estimate: input = JSON body / 3.5
-   characters a token, output = the body's ``max_tokens``, USD priced from those (no cache discount: an upper
-   bound). Refused by ``requests_per_minute`` → wait (1 s steps) and ask again; by a daily limit → the job is
-   dropped (``budget``), the pool says so once per day in a log line, and the refusal is counted.
+1. *Budget.* :meth:`~monitor.judging.budget.JudgeBudget.admit` with :func:`~monitor.judging.budget.estimate`:
+   input = JSON body / 3.5 characters a token, output = the body's ``max_tokens``, USD with every input token
+   priced as a cache write (an upper bound). Refused by ``requests_per_minute`` → wait (1 s steps) and ask
+   again; by a daily limit → the job is dropped (``budget``), the pool says so once per day in a log line, and the
+   refusal is counted.
 2. *Send.* 429 (``retry-after`` / ``retry-after-ms`` honoured, at most :data:`MAX_DELAY_S`), 529 overloaded,
    5xx, timeouts and connection errors are retried with capped exponential backoff and full jitter; 401/403
    too (a key being rotated) but logged as an error. Each retry is admitted by the budget again (requests per
@@ -39,7 +40,6 @@ import asyncio
 import collections
 import dataclasses
 import email.utils
-import json
 import logging
 import random
 import threading
@@ -51,10 +51,9 @@ from typing import Any, Final, Protocol
 
 import anthropic
 
-from monitor.judging.budget import Admission, JudgeBudget
+from monitor.judging.budget import Admission, JudgeBudget, estimate
 from monitor.judging.runner import split_body, usage_cost
 from monitor.scoring.judges.cost import Usage, cost_usd
-from monitor.scoring.judges.protocol import CHARS_PER_TOKEN
 from monitor.scoring.judges.task import JudgeRequest, JudgeTask, borderline, rejudged
 from monitor.scoring.result import ScoreResult
 from monitor.settings import JudgeSettings
@@ -65,9 +64,9 @@ __all__ = [
     "MAX_DELAY_S",
     "JudgeMetrics",
     "JudgePool",
+    "PoolBase",
     "PoolJob",
     "Verdict",
-    "estimate_input_tokens",
 ]
 
 log = logging.getLogger(__name__)
@@ -123,19 +122,81 @@ class _Attempt:
     unauthorized_logged: bool = field(default=False)
 
 
-def estimate_input_tokens(body: Mapping[str, Any]) -> int:
-    """The budget's input estimate of a request: its JSON size / 3.5 characters a token (§4.0), rounded up."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
-    return int(len(text) / CHARS_PER_TOKEN) + 1
-
-
 class _Drop(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
 
-class JudgePool:
+class PoolBase:
+    """The bookkeeping every judge pool shares (:class:`JudgePool`, ``monitor.judging.batch_pool.BatchPool``): the
+    jobs it holds by key (queued, being judged, or finished and not collected: the backlog, whose leases the judge
+    step renews) and the verdicts waiting to be collected. Thread-safe. Subclasses implement :meth:`_accept` (start
+    judging jobs just taken) and :meth:`stop`."""
+
+    def __init__(self, metrics: JudgeMetrics) -> None:
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._jobs: dict[str, PoolJob] = {}
+        self._done: collections.deque[Verdict] = collections.deque()
+
+    def offer(self, jobs: Sequence[PoolJob]) -> int:
+        """Take ``jobs`` (a key already held is ignored); returns how many were taken."""
+        fresh: list[PoolJob] = []
+        with self._lock:
+            for job in jobs:
+                if job.key not in self._jobs:
+                    self._jobs[job.key] = job
+                    fresh.append(job)
+            backlog = len(self._jobs)
+        if fresh:
+            self._accept(fresh)
+        self.metrics.set_judge_backlog(backlog)
+        return len(fresh)
+
+    def finished(self) -> list[Verdict]:
+        """The verdicts since the last call (their jobs leave the pool)."""
+        out: list[Verdict] = []
+        with self._lock:
+            while self._done:
+                verdict = self._done.popleft()
+                self._jobs.pop(verdict.job.key, None)
+                out.append(verdict)
+            backlog = len(self._jobs)
+        if out:
+            self.metrics.set_judge_backlog(backlog)
+        return out
+
+    def backlog(self) -> int:
+        """Jobs queued, being judged, or finished and not yet collected."""
+        with self._lock:
+            return len(self._jobs)
+
+    def keys(self) -> list[str]:
+        """The keys of :meth:`backlog` (to renew their leases)."""
+        with self._lock:
+            return list(self._jobs)
+
+    def holds(self, key: str) -> bool:
+        with self._lock:
+            return key in self._jobs
+
+    def job(self, key: str) -> PoolJob | None:
+        with self._lock:
+            return self._jobs.get(key)
+
+    def _finish(self, verdict: Verdict) -> None:
+        with self._lock:
+            self._done.append(verdict)
+
+    def _accept(self, jobs: Sequence[PoolJob]) -> None:
+        raise NotImplementedError
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        raise NotImplementedError
+
+
+class JudgePool(PoolBase):
     """See the module docstring.
 
     ``client_factory`` makes the ``AsyncAnthropic`` client inside the pool's loop (default: from the settings,
@@ -155,17 +216,14 @@ class JudgePool:
         backoff_s: float = 0.5,
         rpm_wait_s: float = 1.0,
     ) -> None:
+        super().__init__(metrics)
         self.settings = settings
         self.budget = budget
-        self.metrics = metrics
         self._client_factory = client_factory or self._default_client
         self._wall = wall
         self._monotonic = monotonic
         self._backoff_s = backoff_s
         self._rpm_wait_s = rpm_wait_s
-        self._lock = threading.Lock()
-        self._keys: set[str] = set()
-        self._done: collections.deque[Verdict] = collections.deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[PoolJob] | None = None
         self._thread: threading.Thread | None = None
@@ -186,49 +244,11 @@ class JudgePool:
         self._started.wait(10.0)
         return self
 
-    def offer(self, jobs: Sequence[PoolJob]) -> int:
-        """Queue ``jobs`` (a key already in the pool is ignored); returns how many were taken."""
-        fresh: list[PoolJob] = []
-        with self._lock:
-            for job in jobs:
-                if job.key not in self._keys:
-                    self._keys.add(job.key)
-                    fresh.append(job)
-            backlog = len(self._keys)
-        if fresh:
-            loop, queue = self._loop, self._queue
-            if loop is None or queue is None:
-                raise RuntimeError("the judge pool is not started")
-            loop.call_soon_threadsafe(_put_all, queue, fresh)
-        self.metrics.set_judge_backlog(backlog)
-        return len(fresh)
-
-    def finished(self) -> list[Verdict]:
-        """The verdicts since the last call (their keys leave the pool)."""
-        out: list[Verdict] = []
-        with self._lock:
-            while self._done:
-                verdict = self._done.popleft()
-                self._keys.discard(verdict.job.key)
-                out.append(verdict)
-            backlog = len(self._keys)
-        if out:
-            self.metrics.set_judge_backlog(backlog)
-        return out
-
-    def backlog(self) -> int:
-        """Jobs queued, being judged, or finished and not yet collected."""
-        with self._lock:
-            return len(self._keys)
-
-    def keys(self) -> list[str]:
-        """The keys of :meth:`backlog` (to renew their leases)."""
-        with self._lock:
-            return list(self._keys)
-
-    def holds(self, key: str) -> bool:
-        with self._lock:
-            return key in self._keys
+    def _accept(self, jobs: Sequence[PoolJob]) -> None:
+        loop, queue = self._loop, self._queue
+        if loop is None or queue is None:
+            raise RuntimeError("the judge pool is not started")
+        loop.call_soon_threadsafe(_put_all, queue, jobs)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Cancel what is in flight and stop the thread (the jobs stay owed in the store)."""
@@ -287,8 +307,7 @@ class JudgePool:
                 verdict = Verdict(job, job.task.judge._internal_error(job.run, exc))
             finally:
                 self.in_flight -= 1
-            with self._lock:
-                self._done.append(verdict)
+            self._finish(verdict)
 
     async def _judge(self, client: anthropic.AsyncAnthropic, job: PoolJob) -> Verdict:
         job.started_mono = self._monotonic()
@@ -334,17 +353,15 @@ class JudgePool:
     ) -> None:
         kind = job.kind
         model = str(request.body.get("model", task.config.model))
-        estimate_in = estimate_input_tokens(request.body)
-        estimate_out = int(request.body.get("max_tokens", self.settings.max_tokens))
-        estimate_usd = cost_usd(
-            Usage(input_tokens=estimate_in, output_tokens=estimate_out), model, self.settings.prices
-        )
+        bound = estimate(request.body, self.settings, batch=False)
         attempt = _Attempt()
         kwargs = split_body(client.messages.create, request.body)
         while True:
             if self._expired(job):
                 raise _Drop("expired")
-            admission = self.budget.admit(kind, estimate_in, estimate_usd, estimated_output_tokens=estimate_out)
+            admission = self.budget.admit(
+                kind, bound.input_tokens, bound.usd, estimated_output_tokens=bound.output_tokens
+            )
             if not admission:
                 await self._refused(admission)
                 continue

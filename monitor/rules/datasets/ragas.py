@@ -15,9 +15,10 @@ the case's actual trajectory:
 The expectation applies to the whole conversation and sits on the first turn (later turns carry an
 empty expectation; ``concatenate`` scorers merge them). Case id = the sample's index.
 Default scorers: ``ragas_tool_call_accuracy`` and ``ragas_tool_call_f1`` when some sample has
-``reference_tool_calls``; ``judge_goal_accuracy`` (``scope: conversation``, as Ragas reads the whole sample) always, ``judge_topic_adherence`` when some
-sample has topics, ``judge_trajectory_quality`` (``style: rubric``) when some has rubrics (judge
-kinds are ``not_applicable/judges_disabled`` without judges). All gate with ``aggregate: mean``.
+``reference_tool_calls``; ``judge_goal_accuracy`` (``scope: conversation``, as Ragas reads the whole sample)
+always, ``judge_topic_adherence`` when some sample has topics, ``judge_trajectory_quality``
+(``style: rubric``) when some has rubrics (judge kinds are ``not_applicable/judges_disabled`` without judges).
+All gate with ``aggregate: mean``.
 """
 
 from __future__ import annotations
