@@ -91,6 +91,7 @@ from monitor.steps.work import (
     StoreAvailability,
 )
 from monitor.store import SqlResultStore, StoreUnavailable, open_store
+from monitor.store.kept import RunKeeper
 from monitor.store.ledger import SqlBatchLedger
 from monitor.trajectory.assembler import AssemblerLimits
 
@@ -395,7 +396,10 @@ def build_loop(
         clock=clock,
         wall=wall,
     )
-    score = ScoreStep(judge, scoring, clock=clock, judges=judges.intake if judges is not None else None)
+    keeper = RunKeeper(settings.store.summaries) if settings.store.summaries.enabled else None
+    score = ScoreStep(
+        judge, scoring, clock=clock, judges=judges.intake if judges is not None else None, keeper=keeper, wall=wall
+    )
     sample = SampleStep(score, sampler)
     rebuild = RebuildStep(sample, settings, guard=guard)
     assemble = AssembleStep(

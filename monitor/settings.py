@@ -148,6 +148,40 @@ class HttpSettings(_Section):
     max_connections: int = Field(32, ge=1, description="concurrent HTTP connections; more wait in the listen backlog")
 
 
+class RunSummarySettings(_Section):
+    """What the store keeps of each scored run so that it can be looked at (``monitor show``, the weekly report)."""
+
+    enabled: bool = Field(True, description="keep each scored run's trajectory (user text, answer, calls)")
+    max_field_chars: int = Field(
+        2000, ge=50, le=1_000_000, description="every text and value in a kept run is cut to this many characters"
+    )
+    max_calls: int = Field(200, ge=1, description="calls kept per run (the first ones; the count says how many)")
+    redact_keys: str = Field(
+        r"(?i)(pass(word|wd)?|secret|token|api[-_]?key|authori[sz]ation|cookie|credential|private[-_]?key|ssn)",
+        description="argument and result keys matching this regex have their values replaced by [redacted]",
+    )
+    redact_hook: str | None = Field(
+        None,
+        description="module:function called with each kept run (a dict) that returns it redacted, after redact_keys",
+    )
+
+    @field_validator("redact_keys")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        return value
+
+    @field_validator("redact_hook")
+    @classmethod
+    def _hook(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
+            raise ValueError("write it as package.module:function")
+        return value
+
+
 class StoreSettings(_Section):
     url: str = Field(
         "sqlite:///monitor.db", description="SQLAlchemy URL: sqlite:///file.db or postgresql+psycopg://user@host/db"
@@ -158,6 +192,10 @@ class StoreSettings(_Section):
     connect_timeout_s: float = Field(5.0, gt=0, description="give up connecting to the database after this long")
     statement_timeout_s: float = Field(
         30.0, gt=0, description="a store transaction taking longer is abandoned: the store counts as unavailable"
+    )
+    summaries: RunSummarySettings = Field(
+        default_factory=RunSummarySettings,  # type: ignore[arg-type]
+        description="the runs kept to be looked at",
     )
 
 
@@ -181,6 +219,68 @@ class SamplingSettings(_Section):
         default_factory=dict, description="always score runs whose root/resource attribute has this value"
     )
     salt: str = Field("", description="changes which runs a rate selects, identically on every replica")
+
+
+class TracingSettings(_Section):
+    """Links from the monitor's output (reports, ``monitor runs``) to the tracing UI the spans also go to."""
+
+    url_template: str | None = Field(
+        None,
+        description="a trace's URL in your tracing UI, with {trace_id} (and optionally {run_id}), e.g. "
+        "https://jaeger.example/trace/{trace_id}",
+    )
+
+    @field_validator("url_template")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if "{trace_id}" not in value:
+            raise ValueError("the template must contain {trace_id}")
+        try:
+            value.format(trace_id="0" * 32, run_id="0" * 16)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"only {{trace_id}} and {{run_id}} may be used: {exc}") from exc
+        return value
+
+    def link(self, trace_id: str, run_id: str | None = None) -> str | None:
+        """The trace's URL, or None without a template."""
+        if self.url_template is None:
+            return None
+        return self.url_template.format(trace_id=trace_id, run_id=run_id or "")
+
+
+class ReportSettings(_Section):
+    """The weekly failure-analysis report (``monitor report``) and the failure patterns."""
+
+    title: str = Field("Agent tool-use report", min_length=1, description="the report's title")
+    max_recommendations: int = Field(10, ge=1, le=200, description="recommendations listed, most impact first")
+    examples: int = Field(3, ge=0, le=50, description="example trace ids per pattern and recommendation")
+    min_runs: int = Field(5, ge=1, description="a pattern needs this many runs hurt to be reported")
+    significance: float = Field(
+        0.05, gt=0, lt=0.5, description="a week-over-week change counts when its two-sided p-value is below this"
+    )
+    webhook_url_env: str = Field(
+        "MONITOR_REPORT_WEBHOOK_URL",
+        description="name of the environment variable holding the Slack-compatible webhook URL (a secret)",
+    )
+    patterns_refresh_s: float = Field(
+        300.0, gt=0, description="the daemon recomputes the active failure patterns (a metric) this often"
+    )
+    patterns_window_s: float = Field(86_400.0, gt=0, description="the window of the active failure patterns")
+    max_active_patterns: int = Field(50, ge=1, le=1000, description="active failure patterns exported at most")
+
+    @field_validator("webhook_url_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not _ENV_NAME.fullmatch(value):
+            raise ValueError("not an environment variable name (letters, digits and '_'); give its name, not the URL")
+        return value
+
+    def webhook_url(self) -> SecretStr | None:
+        """The webhook URL from the environment (never a setting: it carries a token), or None."""
+        text = os.environ.get(self.webhook_url_env, "").strip()
+        return SecretStr(text) if text else None
 
 
 class MetricsSettings(_Section):
@@ -517,6 +617,8 @@ class Settings(BaseSettings):
     shutdown: ShutdownSettings = Field(default_factory=ShutdownSettings)  # type: ignore[arg-type]
     evaluation_events: EvaluationEventsSettings = Field(default_factory=EvaluationEventsSettings)  # type: ignore[arg-type]
     judge: JudgeSettings = Field(default_factory=JudgeSettings)  # type: ignore[arg-type]
+    tracing: TracingSettings = Field(default_factory=TracingSettings)  # type: ignore[arg-type]
+    report: ReportSettings = Field(default_factory=ReportSettings)  # type: ignore[arg-type]
     rules_file: Path | None = Field(None, description="YAML file of per-agent rules (SCORING.md §3.9)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
     log_client_debug: bool = Field(

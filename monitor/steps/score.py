@@ -6,20 +6,24 @@ The stage scores each sampled top-level run and, per its settings, the runs nest
 the results of the attempt are discarded, they are recomputed identically) and keeps refusing, cheaply, for a
 capped exponential backoff (0.1 s → 5 s) before it tries again; meanwhile it reports ``scoring`` pressure.
 The judge verdicts the trace's runs are owed (taken by the judge intake while the stage scored them) go in
-``TraceWork.owed``.
+``TraceWork.owed``; with a keeper, the scored runs as they are kept to be looked at (redacted, capped) and the
+tool definitions they offered go in ``TraceWork.kept`` and ``tools``.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Protocol
 
 from monitor.judging.pool import PoolJob
 from monitor.scoring.stage import Backpressure
 from monitor.steps.contract import Message, MessageRejected, Step, TransformStep
 from monitor.steps.work import Backoff, Scoring, TraceWork
-from monitor.store import StoredResult
+from monitor.store import KeptRun, OfferedTool, StoredResult
+from monitor.trajectory.model import Run
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +36,31 @@ class OwedJudges(Protocol):
     def drain(self) -> list[PoolJob]: ...
 
 
+class Keeper(Protocol):
+    """:class:`~monitor.store.kept.RunKeeper`: a scored run tree as it is kept to be looked at."""
+
+    def keep(self, root: Run, seen_at: datetime) -> tuple[list[KeptRun], list[OfferedTool]]: ...
+
+
 class ScoreStep(TransformStep[Work, Work]):
-    """Fills ``TraceWork.rows``, ``owners`` and ``owed``; see the module docstring."""
+    """Fills ``TraceWork.rows``, ``owners``, ``owed``, ``kept`` and ``tools``; see the module docstring."""
 
     def __init__(
-        self, next_step: Step[Work], scoring: Scoring, *, clock: Callable[[], float], judges: OwedJudges | None = None
+        self,
+        next_step: Step[Work],
+        scoring: Scoring,
+        *,
+        clock: Callable[[], float],
+        judges: OwedJudges | None = None,
+        keeper: Keeper | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(next_step)
         self.scoring = scoring
         self.clock = clock
         self.judges = judges
+        self.keeper = keeper
+        self.wall = wall
         self._backoff = Backoff(clock)
         self._refusing = False
 
@@ -82,6 +101,12 @@ class ScoreStep(TransformStep[Work, Work]):
         work.owners = owners
         if self.judges is not None:
             work.owed = self.judges.drain()
+        if self.keeper is not None and rows:
+            seen_at = datetime.fromtimestamp(self.wall(), UTC)
+            for i in sorted(set(owners)):
+                kept, offered = self.keeper.keep(work.runs[i], seen_at)
+                work.kept.extend(kept)
+                work.tools.extend(offered)
         return message
 
     def pressure(self) -> frozenset[str]:

@@ -159,11 +159,13 @@ class StoreStep:
         marks = [mark for trace in traces for mark in trace.marks]
         jobs = [job.row for trace in traces for job in trace.owed]
         settled = [key for work in works for key in work.settled]
+        kept = [k for trace in traces for k in trace.kept]
+        tools = [t for trace in traces for t in trace.tools]
         if not rows and not marks and not jobs and not settled:
             done.extend(batch)
             return
         try:
-            flags = self.store.write_all(rows, marks, jobs=jobs, settled=settled)
+            flags = self.store.write_all(rows, marks, jobs=jobs, settled=settled, kept=kept, tools=tools)
         except StoreUnavailable:
             self.availability.observe(False)
             raise
@@ -224,6 +226,8 @@ class StoreStep:
         work.sampled = []
         work.marks = []
         work.owed = []
+        work.kept = []
+        work.tools = []
         work.rejected = UNSTORABLE
 
     def _forward(self) -> None:

@@ -16,7 +16,7 @@ from typing import Protocol
 from monitor.ingest.replay import MarkStore
 from monitor.judging.pool import PoolJob
 from monitor.scoring.result import ScoreResult
-from monitor.store import JudgeJob, ReplayMark, StoredResult
+from monitor.store import JudgeJob, KeptRun, OfferedTool, ReplayMark, StoredResult
 from monitor.trajectory.assembler import ClosedTrace, TopicPartition
 from monitor.trajectory.model import Run
 from monitor.trajectory.spans import LogEvent, SpanRecord
@@ -47,7 +47,7 @@ class TraceWork:
     an earlier reading, nothing to do but move its offsets. ``sampled[i]`` is the decision for ``runs[i]``;
     ``owners[j]`` is the index in ``runs`` of the top-level run of ``rows[j]``; ``new[j]`` whether the store
     took ``rows[j]`` as new. ``owed``: judge verdicts the trace's runs are owed (score step), written with its
-    rows.
+    rows; ``kept`` and ``tools``: its scored runs as they are kept to be looked at, and the tools they offered.
     """
 
     closed: ClosedTrace
@@ -61,6 +61,8 @@ class TraceWork:
     new: list[bool] = field(default_factory=list)
     owed: list[PoolJob] = field(default_factory=list)
     settled: tuple[str, ...] = ()
+    kept: list[KeptRun] = field(default_factory=list)
+    tools: list[OfferedTool] = field(default_factory=list)
 
     def on(self, partitions: Set[TopicPartition]) -> bool:
         """True when the trace has records on one of ``partitions``."""
@@ -170,6 +172,8 @@ class Store(MarkStore, JudgeStore, Protocol):
         *,
         jobs: Sequence[JudgeJob] = (),
         settled: Sequence[str] = (),
+        kept: Sequence[KeptRun] = (),
+        tools: Sequence[OfferedTool] = (),
     ) -> list[bool]: ...
     def purge_older_than(self, cutoff: datetime) -> int: ...
 

@@ -8,11 +8,22 @@ from __future__ import annotations
 
 from monitor.settings import StoreSettings
 from monitor.store import migrate
-from monitor.store.base import JudgeJob, ReplayMark, ResultStore, SchemaNotCurrent, StoredResult, StoreUnavailable
+from monitor.store.base import (
+    JudgeJob,
+    KeptRun,
+    OfferedTool,
+    ReplayMark,
+    ResultStore,
+    SchemaNotCurrent,
+    StoredResult,
+    StoreUnavailable,
+)
 from monitor.store.sql import SqlResultStore, create_store_engine
 
 __all__ = [
     "JudgeJob",
+    "KeptRun",
+    "OfferedTool",
     "ReplayMark",
     "ResultStore",
     "SchemaNotCurrent",

@@ -51,6 +51,35 @@ class JudgeJob:
     lease_until: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class KeptRun:
+    """A scored run as it is kept to be looked at (table ``run_summaries``): ``run`` is
+    :func:`monitor.trajectory.summary.summarize`'s document; the other fields are copied out of it for listing and
+    search. Written only with (or after) a result of the run; deleted with the run."""
+
+    trace_id: str
+    run_id: str
+    agent: str | None
+    user_text: str | None
+    final_response: str | None
+    status: str
+    duration_ms: float | None
+    calls: int
+    run: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedTool:
+    """A tool definition an agent offered, seen at ``seen_at`` (table ``tool_definitions``)."""
+
+    agent: str
+    name: str
+    definition_hash: str
+    description: str | None
+    input_schema: Any
+    seen_at: datetime
+
+
 MarkKind = Literal["trace", "dead_letter"]
 
 

@@ -122,6 +122,36 @@ issues = sa.Table(
     sa.Index(None, "kind", "tool"),
 )
 
+run_summaries = sa.Table(
+    "run_summaries",
+    metadata,
+    sa.Column("trace_id", sa.Text, primary_key=True),
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("agent", sa.Text, nullable=True),
+    sa.Column("user_text", sa.Text, nullable=True, comment="capped like every kept text"),
+    sa.Column("final_response", sa.Text, nullable=True),
+    sa.Column("status", sa.String(16), nullable=False, comment="ok | error"),
+    sa.Column("duration_ms", sa.Float, nullable=True),
+    sa.Column("calls", sa.Integer, nullable=False, comment="calls of the run (all of them, kept or not)"),
+    sa.Column("run", sa.JSON, nullable=False, comment="the run as monitor.trajectory.serialize writes it, capped"),
+    sa.ForeignKeyConstraint(["trace_id", "run_id"], ["runs.trace_id", "runs.run_id"], ondelete="CASCADE"),
+    comment="each scored run as it can be looked at (monitor show, reports); goes with its run (retention)",
+)
+
+tool_definitions = sa.Table(
+    "tool_definitions",
+    metadata,
+    sa.Column("agent", sa.Text, primary_key=True, comment="'' when the run names no agent"),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("definition_hash", sa.String(64), primary_key=True, comment="sha256 of description and schema"),
+    sa.Column("description", sa.Text, nullable=True),
+    sa.Column("input_schema", sa.JSON(none_as_null=True), nullable=True),
+    sa.Column("first_seen", UTCDateTime, nullable=False),
+    sa.Column("last_seen", UTCDateTime, nullable=False),
+    sa.Index(None, "agent", "name", "last_seen"),
+    comment="the tools each agent offered, as its spans carried them (recommendations quote them)",
+)
+
 judge_jobs = sa.Table(
     "judge_jobs",
     metadata,

@@ -32,8 +32,16 @@ from sqlalchemy.pool import StaticPool
 
 from monitor.scoring.result import Issue, ScoreResult
 from monitor.store import migrate as migrations
-from monitor.store.base import JudgeJob, ReplayMark, SchemaNotCurrent, StoredResult, StoreUnavailable
-from monitor.store.schema import issues, judge_jobs, replay_marks, results, runs
+from monitor.store.base import (
+    JudgeJob,
+    KeptRun,
+    OfferedTool,
+    ReplayMark,
+    SchemaNotCurrent,
+    StoredResult,
+    StoreUnavailable,
+)
+from monitor.store.schema import issues, judge_jobs, replay_marks, results, run_summaries, runs, tool_definitions
 
 log = logging.getLogger(__name__)
 
@@ -284,6 +292,53 @@ def _mark_rows(marks: Sequence[ReplayMark]) -> list[dict[str, Any]]:
     return [rows[k] for k in sorted(rows)]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Extras:
+    kept: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+
+
+def _kept_rows(kept: Sequence[KeptRun]) -> list[dict[str, Any]]:
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for k in kept:
+        rows.setdefault(
+            (_text(k.trace_id), _text(k.run_id)),
+            {
+                "trace_id": _text(k.trace_id),
+                "run_id": _text(k.run_id),
+                "agent": _opt_text(k.agent),
+                "user_text": _opt_text(k.user_text),
+                "final_response": _opt_text(k.final_response),
+                "status": k.status,
+                "duration_ms": k.duration_ms if k.duration_ms is None or math.isfinite(k.duration_ms) else None,
+                "calls": k.calls,
+                "run": jsonable(dict(k.run)),
+            },
+        )
+    return [rows[key] for key in sorted(rows)]
+
+
+def _tool_rows(tools: Sequence[OfferedTool]) -> list[dict[str, Any]]:
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for t in tools:
+        key = (_text(t.agent), _text(t.name), t.definition_hash)
+        known = rows.get(key)
+        if known is not None:
+            known["last_seen"] = max(known["last_seen"], t.seen_at)
+            known["first_seen"] = min(known["first_seen"], t.seen_at)
+            continue
+        rows[key] = {
+            "agent": key[0],
+            "name": key[1],
+            "definition_hash": t.definition_hash,
+            "description": _opt_text(t.description),
+            "input_schema": jsonable(t.input_schema),
+            "first_seen": t.seen_at,
+            "last_seen": t.seen_at,
+        }
+    return [rows[key] for key in sorted(rows)]
+
+
 def _job_rows(jobs: Sequence[JudgeJob]) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for job in jobs:
@@ -451,9 +506,13 @@ class SqlResultStore:
         *,
         jobs: Sequence[JudgeJob] = (),
         settled: Sequence[str] = (),
+        kept: Sequence[KeptRun] = (),
+        tools: Sequence[OfferedTool] = (),
     ) -> list[bool]:
-        """:meth:`write` and :meth:`write_judged` in one transaction (the pipeline's store step)."""
-        return self._write(results, marks, jobs, settled)
+        """:meth:`write` and :meth:`write_judged` in one transaction (the pipeline's store step), with the runs
+        ``kept`` to be looked at (only those with a result in this write are kept; a run kept before stays as it
+        was) and the tool definitions its runs offered (``last_seen`` moves forward)."""
+        return self._write(results, marks, jobs, settled, kept, tools)
 
     def _write(
         self,
@@ -461,13 +520,16 @@ class SqlResultStore:
         marks: Sequence[ReplayMark],
         jobs: Sequence[JudgeJob],
         settled: Sequence[str],
+        kept: Sequence[KeptRun] = (),
+        tools: Sequence[OfferedTool] = (),
     ) -> list[bool]:
         mark_rows = _mark_rows(marks)
         job_rows = _job_rows(jobs)
         settled_keys = sorted(set(settled))
+        extras = _Extras(_kept_rows(kept), _tool_rows(tools))
         if not results:
-            if mark_rows or job_rows or settled_keys:
-                self._retrying(lambda: self._write_once([], [], mark_rows, job_rows, settled_keys))
+            if mark_rows or job_rows or settled_keys or extras.tools:
+                self._retrying(lambda: self._write_once([], [], mark_rows, job_rows, settled_keys, extras))
             return []
         prepared = [_prepare(item) for item in results]
         first_of: dict[Key, int] = {}
@@ -480,7 +542,9 @@ class SqlResultStore:
             run_rows[item.run_key] = item.run_row if known is None else _merge_run(known, item.run_row)
         ordered_runs = [run_rows[k] for k in sorted(run_rows)]
 
-        new_ids = self._retrying(lambda: self._write_once(ordered_runs, unique, mark_rows, job_rows, settled_keys))
+        new_ids = self._retrying(
+            lambda: self._write_once(ordered_runs, unique, mark_rows, job_rows, settled_keys, extras)
+        )
         return [item.key in new_ids and first_of[item.key] == index for index, item in enumerate(prepared)]
 
     # --- judge jobs -------------------------------------------------------------------------------------------
@@ -600,6 +664,7 @@ class SqlResultStore:
         mark_rows: list[dict[str, Any]],
         job_rows: list[dict[str, Any]],
         settled: list[str],
+        extras: _Extras | None = None,
     ) -> dict[Key, int]:
         insert = self._insert()
         run_stmt = (
@@ -624,6 +689,8 @@ class SqlResultStore:
                     self._write_marks(mark_rows, conn)
                 if settled:
                     conn.execute(sa.delete(judge_jobs).where(judge_jobs.c.key.in_(settled)))
+                if extras is not None:
+                    self._write_tools(conn, extras.tools)
                 return {}
             # 1. runs not seen before (their results in this batch are all new: results reference runs)
             if postgres:
@@ -668,7 +735,31 @@ class SqlResultStore:
             # 4. judge jobs settled (their verdict is written above, or they were dropped)
             if settled:
                 conn.execute(sa.delete(judge_jobs).where(judge_jobs.c.key.in_(settled)))
+            # 5. the runs kept to be looked at (runs of this write only: the rows exist), the tools they offered
+            if extras is not None:
+                written = {(row["trace_id"], row["run_id"]) for row in run_rows}
+                kept = [row for row in extras.kept if (row["trace_id"], row["run_id"]) in written]
+                if kept:
+                    keys = [run_summaries.c.trace_id, run_summaries.c.run_id]
+                    conn.execute(self._insert()(run_summaries).on_conflict_do_nothing(index_elements=keys), kept)
+                self._write_tools(conn, extras.tools)
         return new_ids
+
+    def _write_tools(self, conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
+        """Insert new tool definitions; a known one gets the later ``last_seen``."""
+        if not rows:
+            return
+        insert = self._insert()(tool_definitions)
+        upsert = insert.on_conflict_do_update(
+            index_elements=[tool_definitions.c.agent, tool_definitions.c.name, tool_definitions.c.definition_hash],
+            set_={
+                "last_seen": sa.case(
+                    (insert.excluded.last_seen > tool_definitions.c.last_seen, insert.excluded.last_seen),
+                    else_=tool_definitions.c.last_seen,
+                )
+            },
+        )
+        conn.execute(upsert, rows)
 
     def _retrying(self, action: Callable[[], T]) -> T:
         """Run one transaction, retried on deadlock/serialization failures; connection errors → StoreUnavailable.
@@ -724,6 +815,7 @@ class SqlResultStore:
         while self._retrying(lambda: one_batch(delete_runs)) >= batch:
             pass
         self._retrying(lambda: one_batch(sa.delete(judge_jobs).where(judge_jobs.c.enqueued_at < cutoff)))
+        self._retrying(lambda: one_batch(sa.delete(tool_definitions).where(tool_definitions.c.last_seen < cutoff)))
         return deleted
 
     def close(self) -> None:

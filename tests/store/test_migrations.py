@@ -11,7 +11,17 @@ from alembic.runtime.migration import MigrationContext
 from monitor.store import create_store_engine, migrate
 from monitor.store.schema import metadata
 
-TABLES = {"runs", "results", "issues", "judge_batches", "judge_batch_requests", "judge_jobs", "replay_marks"}
+TABLES = {
+    "runs",
+    "results",
+    "issues",
+    "judge_batches",
+    "judge_batch_requests",
+    "judge_jobs",
+    "replay_marks",
+    "run_summaries",
+    "tool_definitions",
+}
 
 
 def tables(engine: sa.Engine) -> set[str]:
