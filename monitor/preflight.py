@@ -15,9 +15,12 @@ how it sets up its logs. ``monitor config`` runs the very same checks.
    it, then released); the keys of ``judge.models`` and ``judge.budgets.per_judge`` are judge kinds of the
    registry, every model a ``usd_per_day`` judge budget covers has a price in ``judge.prices``, and with
    ``judge.enabled`` the API key can be read from ``judge.api_key_file`` or the variable
-   ``judge.api_key_env`` (the key is never quoted).
+   ``judge.api_key_env`` (the key is never quoted); the Kafka security settings can be used
+   (:func:`monitor.ingest.security.check_security`: the TLS files load, the secrets can be read).
 2. **the broker check** (:func:`check_brokers`, unless ``brokers=False``): a TCP connection to the
-   bootstrap servers, then kafka-python's bootstrap (ApiVersions and Metadata), all within
+   bootstrap servers, with TLS one handshake and ApiVersions request of our own
+   (:func:`monitor.ingest.security.probe_tls`: a wrong CA, host name or client certificate is named as such),
+   then kafka-python's bootstrap (ApiVersions and Metadata) with the consumer's security settings, all within
    ``kafka.startup_timeout_s``.
 
 When :func:`~monitor.settings.load_settings` already rejected some values,
@@ -51,6 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
+from monitor.ingest.security import KafkaSecurityError, build_security, check_security, probe_tls
 from monitor.settings import (
     JudgeSettings,
     KafkaSettings,
@@ -172,6 +176,7 @@ def check_configuration(settings: Settings, *, skip: Collection[str] = ()) -> li
     problems += _check_rules_and_scoring(settings, skip)
     if "kafka" not in skip:
         problems += _check_topics(settings.kafka)
+        problems += check_security(settings.kafka)
     if "store" not in skip:
         problems += _check_store_url(settings.store.url)
     if "http" not in skip:
@@ -599,17 +604,33 @@ def check_brokers(
             f"cannot reach the Kafka brokers at {','.join(servers)} within {budget:g}s: {reason}. Fix: {fix}"
         )
 
+    try:
+        security = build_security(kafka)
+    except KafkaSecurityError as exc:
+        keys = sorted({problem.split(" = ", 1)[0] for problem in exc.problems})
+        return line(f"not tried: the security settings {', '.join(keys)} cannot be used (see above)")
+
     reasons: list[str] = []
-    reachable = False
+    reachable: str | None = None
     for index, server in enumerate(servers):
         share = (deadline - budget / 2 - time.monotonic()) / (len(servers) - index)
         reason = _tcp_reason(server, share)
         if reason is None:
-            reachable = True
+            reachable = server
             break
         reasons.append(reason)
-    if not reachable:
+    if reachable is None:
         return line("; ".join(reasons))
+    if security.tls:
+        # one TLS handshake (and one ApiVersions request) of our own first: a wrong CA, host name or client
+        # certificate is reported as such, naming the kafka.tls key to change, not as a broker that gives no answer
+        host, port = _split_server(reachable)
+        tls_problem = probe_tls(kafka, security, host, port, max(0.1, (deadline - time.monotonic()) / 2))
+        if tls_problem is not None:
+            return mask_secrets(
+                f"cannot connect to the Kafka brokers at {','.join(servers)} over TLS: {tls_problem.problem}. "
+                f"Fix: {tls_problem.fix}"
+            )
 
     from kafka import KafkaConsumer
     from kafka.errors import KafkaConfigurationError, KafkaError
@@ -620,6 +641,7 @@ def check_brokers(
         "group_id": kafka.group_id,
         "client_id": f"monitor-{kafka.group_id}-preflight",
         "enable_auto_commit": False,
+        **security.kwargs(),  # the consumer's TLS and SASL arguments
     }
     config.update(client_config or {})
     config["bootstrap_timeout_ms"] = left_ms
@@ -640,6 +662,8 @@ def check_brokers(
         except KafkaConfigurationError as exc:
             return line(f"the Kafka client configuration is invalid: {exc}")
         except KafkaError as exc:
+            if security.mechanism is not None:
+                return _sasl_line(kafka, servers, exc, clients)
             return line(
                 f"a server accepted the connection but gave no Kafka answer ({exc}); "
                 "check that it is a Kafka listener and that the security settings match"
@@ -648,6 +672,31 @@ def check_brokers(
             return line(f"{type(exc).__name__}: {exc}")
         _close_quietly(consumer)
     return None
+
+
+def _sasl_line(kafka: KafkaSettings, servers: list[str], exc: Exception, clients: list[Any]) -> str:
+    """The broker line when a SASL client could not bootstrap: the authentication error kafka-python kept for a
+    node (wrong credentials, a mechanism the brokers do not enable, a token that cannot be fetched) when there is
+    one, naming the settings to check."""
+    cause: Any = exc
+    for client in clients:
+        failures = getattr(getattr(client, "_manager", None), "_auth_failures", None) or getattr(
+            client, "_auth_failures", None
+        )
+        if failures:
+            cause = next(iter(failures.values()))
+            break
+    sasl = kafka.sasl
+    if sasl.mechanism == "OAUTHBEARER":
+        what = "kafka.sasl.oauth (the token file, or the client id and secret of the token endpoint)"
+    else:
+        source = "kafka.sasl.password_file" if sasl.password_file is not None else "kafka.sasl.password_env"
+        what = f"{setting_label(('kafka', 'sasl', 'username'))} = {sasl.username!r} and the password in {source}"
+    return mask_secrets(
+        f"cannot authenticate to the Kafka brokers at {','.join(servers)} with SASL {sasl.mechanism} "
+        f"({type(cause).__name__}: {cause}). Fix: check {what}, and that the brokers enable {sasl.mechanism} "
+        f"on this listener ({setting_label(('kafka', 'security_protocol'))} = {kafka.security_protocol})"
+    )
 
 
 def _close_quietly(client: Any) -> None:

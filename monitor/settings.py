@@ -54,6 +54,251 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+KafkaSecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+KafkaSaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+_PASSWORD_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_LOOPBACK_URL = re.compile(r"http://(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?(/|$)")
+_SASL_EXTENSION_KEY = re.compile(r"[A-Za-z]+")
+
+
+def _secret_source(value: str | None) -> str | None:
+    """A ``*_env`` setting: the name of the variable holding a secret, never the secret itself."""
+    if value is not None and not _ENV_NAME.fullmatch(value):
+        raise ValueError(
+            "not an environment variable name (letters, digits and '_'); give the variable's name, never the secret"
+        )
+    return value
+
+
+def _configured(section: BaseModel) -> list[str]:
+    """The keys of ``section`` given a value other than their default."""
+    fields = type(section).model_fields
+    return [
+        name for name, info in fields.items() if getattr(section, name) != info.get_default(call_default_factory=True)
+    ]
+
+
+def _one_source(env: str | None, file: Path | None, what: str, env_key: str, file_key: str) -> None:
+    if env is not None and file is not None:
+        raise ValueError(f"{what} comes from {env_key} or {file_key}, not both: remove one")
+
+
+class KafkaTlsSettings(_Section):
+    """TLS to the brokers (``kafka.security_protocol`` SSL or SASL_SSL). Files are PEM; the key's password is
+    never a setting: ``key_password_env`` names the variable holding it, ``key_password_file`` a file (a mounted
+    Secret). ``monitor config`` and ``monitor run`` check that the files exist and load (``monitor.preflight``)."""
+
+    ca_file: Path | None = Field(
+        None,
+        description="PEM file of the CA certificate(s) that signed the brokers' certificates (default: system CAs)",
+    )
+    cert_file: Path | None = Field(
+        None, description="PEM client certificate for mutual TLS (may hold the private key too)"
+    )
+    key_file: Path | None = Field(None, description="PEM private key of cert_file (default: read from cert_file)")
+    key_password_env: str | None = Field(
+        None, description="name of the environment variable holding the private key's password (not the password)"
+    )
+    key_password_file: Path | None = Field(
+        None,
+        validate_default=True,
+        description="file holding the private key's password, e.g. a mounted Kubernetes Secret",
+    )
+    check_hostname: bool = Field(
+        True, description="check that each broker's certificate names the host connected to (keep true)"
+    )
+
+    @field_validator("key_file")
+    @classmethod
+    def _key_needs_cert(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is not None and "cert_file" in info.data and info.data["cert_file"] is None:
+            raise ValueError(
+                "key_file needs cert_file (the client certificate the key belongs to): set both, or neither"
+            )
+        return value
+
+    @field_validator("key_password_env")
+    @classmethod
+    def _key_password_env(cls, value: str | None) -> str | None:
+        return _secret_source(value)
+
+    @field_validator("key_password_file")
+    @classmethod
+    def _key_password_source(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        env = info.data.get("key_password_env")
+        _one_source(env, value, "the key's password", "key_password_env", "key_password_file")
+        if (env is not None or value is not None) and "cert_file" in info.data and info.data["cert_file"] is None:
+            raise ValueError("a key password is only used with cert_file (mutual TLS): set cert_file, or remove it")
+        return value
+
+    def configured(self) -> list[str]:
+        """The keys given a value other than their default."""
+        return _configured(self)
+
+
+class KafkaOAuthSettings(_Section):
+    """Where SASL/OAUTHBEARER gets its token: a file re-read whenever it changes (a token refreshed by a sidecar,
+    a projected service-account token), or the OAuth 2 client-credentials grant against ``endpoint_url``."""
+
+    token_file: Path | None = Field(
+        None, description="file holding the bearer token, re-read whenever it changes (or endpoint_url instead)"
+    )
+    endpoint_url: str | None = Field(
+        None, description="OAuth 2 token endpoint (https://…) for the client-credentials grant (or token_file instead)"
+    )
+    client_id: str | None = Field(
+        None, min_length=1, validate_default=True, description="client id of the client-credentials grant"
+    )
+    client_secret_env: str | None = Field(
+        None, description="name of the environment variable holding the client secret (not the secret)"
+    )
+    client_secret_file: Path | None = Field(
+        None, validate_default=True, description="file holding the client secret, e.g. a mounted Kubernetes Secret"
+    )
+    scope: str | None = Field(None, min_length=1, description="scope requested with the client-credentials grant")
+    extensions: dict[str, str] = Field(
+        default_factory=dict,
+        description="SASL extensions sent with the token (Confluent Cloud: logicalCluster, identityPoolId)",
+    )
+    refresh_margin_s: float = Field(60.0, ge=0, description="fetch a new token this long before the current expires")
+    timeout_s: float = Field(10.0, gt=0, le=120, description="a token endpoint request gives up after this long")
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        if not (re.match(r"https://[^/\s]+", value) or _LOOPBACK_URL.match(value)):
+            raise ValueError(
+                f"{value!r} is not an https:// URL (plain http:// only to localhost): the client secret travels in it"
+            )
+        if info.data.get("token_file") is not None:
+            raise ValueError("the token comes from token_file or endpoint_url, not both: remove one")
+        return value
+
+    @field_validator("client_id")
+    @classmethod
+    def _client_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if "endpoint_url" not in info.data:
+            return value
+        if info.data["endpoint_url"] is not None and value is None:
+            raise ValueError("the client-credentials grant (endpoint_url) needs a client_id")
+        if info.data["endpoint_url"] is None and value is not None:
+            raise ValueError("client_id is only used with endpoint_url (the client-credentials grant)")
+        return value
+
+    @field_validator("client_secret_env")
+    @classmethod
+    def _client_secret_env(cls, value: str | None) -> str | None:
+        return _secret_source(value)
+
+    @field_validator("client_secret_file")
+    @classmethod
+    def _client_secret_source(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        env = info.data.get("client_secret_env")
+        _one_source(env, value, "the client secret", "client_secret_env", "client_secret_file")
+        if "endpoint_url" not in info.data:
+            return value
+        given = env is not None or value is not None
+        if info.data["endpoint_url"] is not None and not given:
+            raise ValueError(
+                "the client-credentials grant (endpoint_url) needs the client secret: set client_secret_file "
+                "(a mounted Secret) or client_secret_env (the variable's name)"
+            )
+        if info.data["endpoint_url"] is None and given:
+            raise ValueError("a client secret is only used with endpoint_url (the client-credentials grant)")
+        return value
+
+    @field_validator("extensions")
+    @classmethod
+    def _extensions(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not _SASL_EXTENSION_KEY.fullmatch(key) or key == "auth":
+                raise ValueError(f"extension name {key!r} must be letters only, and not 'auth' (RFC 7628)")
+            if "\x01" in text:
+                raise ValueError(f"the value of extension {key!r} must not contain the byte \\x01")
+        return value
+
+    def configured(self) -> list[str]:
+        """The keys given a value other than their default."""
+        return _configured(self)
+
+
+class KafkaSaslSettings(_Section):
+    """SASL authentication to the brokers (``kafka.security_protocol`` SASL_SSL, or SASL_PLAINTEXT on a trusted
+    network). The password is never a setting: ``password_env`` names the variable holding it, ``password_file`` a
+    file (a mounted Secret); both are read when a client is built and never logged."""
+
+    # declared first so that the check of mechanism sees it (and names mechanism in its error)
+    oauth: KafkaOAuthSettings = Field(
+        default_factory=KafkaOAuthSettings,  # type: ignore[arg-type]
+        description="OAUTHBEARER: the token from a file or from the client-credentials grant",
+    )
+    mechanism: KafkaSaslMechanism | None = Field(
+        None, validate_default=True, description="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+    )
+    username: str | None = Field(
+        None, min_length=1, validate_default=True, description="user name (PLAIN, SCRAM); Confluent Cloud: the API key"
+    )
+    password_env: str | None = Field(
+        None, description="name of the environment variable holding the password (PLAIN, SCRAM), not the password"
+    )
+    password_file: Path | None = Field(
+        None,
+        validate_default=True,
+        description="file holding the password (PLAIN, SCRAM), e.g. a mounted Kubernetes Secret",
+    )
+
+    @field_validator("mechanism")
+    @classmethod
+    def _oauth_source(cls, value: str | None, info: ValidationInfo) -> str | None:
+        oauth = info.data.get("oauth")
+        if not isinstance(oauth, KafkaOAuthSettings):
+            return value
+        if value == "OAUTHBEARER" and oauth.token_file is None and oauth.endpoint_url is None:
+            raise ValueError(
+                "OAUTHBEARER needs a token: set kafka.sasl.oauth.token_file, or kafka.sasl.oauth.endpoint_url with "
+                "oauth.client_id and the client secret (the client-credentials grant)"
+            )
+        if value != "OAUTHBEARER" and oauth.configured():
+            raise ValueError(f"kafka.sasl.oauth.{oauth.configured()[0]} is set but only OAUTHBEARER uses it")
+        return value
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if "mechanism" not in info.data:
+            return value
+        mechanism = info.data["mechanism"]
+        if mechanism in _PASSWORD_MECHANISMS and value is None:
+            raise ValueError(f"mechanism {mechanism} needs a username")
+        if mechanism not in _PASSWORD_MECHANISMS and value is not None:
+            raise ValueError(f"username is only used by PLAIN and SCRAM, not by mechanism {mechanism}")
+        return value
+
+    @field_validator("password_env")
+    @classmethod
+    def _password_env(cls, value: str | None) -> str | None:
+        return _secret_source(value)
+
+    @field_validator("password_file")
+    @classmethod
+    def _password_source(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        env = info.data.get("password_env")
+        _one_source(env, value, "the password", "password_env", "password_file")
+        if "mechanism" not in info.data:
+            return value
+        mechanism, given = info.data["mechanism"], env is not None or value is not None
+        if mechanism in _PASSWORD_MECHANISMS and not given:
+            raise ValueError(
+                f"mechanism {mechanism} needs a password: set password_file (a mounted Secret) or password_env "
+                "(the name of the variable holding it)"
+            )
+        if mechanism not in _PASSWORD_MECHANISMS and given:
+            raise ValueError(f"a password is only used by PLAIN and SCRAM, not by mechanism {mechanism}")
+        return value
+
+
 class KafkaSettings(_Section):
     bootstrap_servers: str = Field("127.0.0.1:9092", description="host:port[,host:port…] of the Kafka brokers")
     spans_topic: str = Field("otlp_spans", min_length=1, description="topic the Collector's Kafka exporter writes")
@@ -71,6 +316,20 @@ class KafkaSettings(_Section):
     startup_timeout_s: float = Field(
         10.0, gt=0, description="at startup, give up reaching the brokers after this many seconds (exit 4)"
     )
+    tls: KafkaTlsSettings = Field(
+        default_factory=KafkaTlsSettings,  # type: ignore[arg-type]
+        description="TLS to the brokers (security_protocol SSL or SASL_SSL): CA, client certificate, hostname check",
+    )
+    sasl: KafkaSaslSettings = Field(
+        default_factory=KafkaSaslSettings,  # type: ignore[arg-type]
+        description="SASL authentication (security_protocol SASL_SSL or SASL_PLAINTEXT): mechanism and credentials",
+    )
+    # declared after tls and sasl so that its check sees them (and names this key in the error)
+    security_protocol: KafkaSecurityProtocol = Field(
+        "PLAINTEXT",
+        validate_default=True,
+        description="how the brokers are reached: PLAINTEXT, SSL (TLS), SASL_SSL (SASL over TLS) or SASL_PLAINTEXT",
+    )
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -79,6 +338,28 @@ class KafkaSettings(_Section):
             problem = _host_port_problem(entry.strip())
             if problem:
                 raise ValueError(f"{entry.strip()!r} {problem}; write host:port[,host:port…]")
+        return value
+
+    @field_validator("security_protocol")
+    @classmethod
+    def _protocol_matches_sections(cls, value: str, info: ValidationInfo) -> str:
+        tls, sasl = info.data.get("tls"), info.data.get("sasl")
+        if isinstance(tls, KafkaTlsSettings) and value in ("PLAINTEXT", "SASL_PLAINTEXT") and tls.configured():
+            raise ValueError(
+                f"kafka.tls.{tls.configured()[0]} is set but {value} does not use TLS: set SSL or SASL_SSL, "
+                "or remove kafka.tls"
+            )
+        if isinstance(sasl, KafkaSaslSettings):
+            if value.startswith("SASL_") and sasl.mechanism is None:
+                raise ValueError(
+                    f"{value} needs kafka.sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER) and "
+                    "its credentials"
+                )
+            if not value.startswith("SASL_") and sasl.mechanism is not None:
+                raise ValueError(
+                    f"kafka.sasl.mechanism is {sasl.mechanism} but {value} does not authenticate with SASL: set "
+                    "SASL_SSL (or SASL_PLAINTEXT), or remove kafka.sasl"
+                )
         return value
 
     @model_validator(mode="after")

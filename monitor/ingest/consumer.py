@@ -37,6 +37,7 @@ from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from monitor.ingest.security import build_security
 from monitor.settings import KafkaSettings
 from monitor.trajectory.assembler import TopicPartition as TP
 
@@ -123,7 +124,8 @@ class KafkaSource:
 
     ``on_revoked`` / ``on_assigned`` get ``(topic, partition)`` lists and run inside :meth:`poll`.
     Constructing the source subscribes but does not join the group: the first :meth:`poll` does.
-    Extra keyword arguments go to ``KafkaConsumer`` (tests and benchmarks tune fetch sizes).
+    Extra keyword arguments go to ``KafkaConsumer`` (tests and benchmarks tune fetch sizes); they override the
+    security arguments :func:`~monitor.ingest.security.build_security` makes from ``settings``.
     """
 
     def __init__(
@@ -143,6 +145,9 @@ class KafkaSource:
             "heartbeat_interval_ms": settings.heartbeat_interval_ms,
             "max_poll_records": settings.max_poll_records,
             "client_id": f"monitor-{settings.group_id}",
+            # TLS and SASL (kafka.security_protocol, kafka.tls, kafka.sasl): the same arguments as the dead-letter
+            # producer and the broker probe; raises KafkaSecurityError when a secret or a file cannot be read
+            **build_security(settings).kwargs(),
         }
         config.update(consumer_config)
         self._consumer = KafkaConsumer(**config)

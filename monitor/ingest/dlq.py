@@ -52,6 +52,7 @@ from typing import Any, Final
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError, MessageSizeTooLargeError
 
+from monitor.ingest.security import build_security
 from monitor.settings import DeadLetterSettings, KafkaSettings
 from monitor.store.base import ReplayMark
 
@@ -75,6 +76,7 @@ _RECORD_OVERHEAD: Final = 512  # batch and record headers around one record, wit
 _RETRY_MIN_S: Final = 0.5
 _RETRY_MAX_S: Final = 30.0
 _PRODUCER_MAX_BLOCK_MS: Final = 2000
+_SECURITY_PREFIXES: Final = ("security_", "ssl_", "sasl_")
 
 
 class DeadLetterError(Exception):
@@ -237,7 +239,9 @@ class DeadLetterStats:
 class DeadLetterQueue:
     """The dead-letter producer; see the module docstring. ``enabled=False`` counts and skips without producing.
 
-    Not thread-safe: the run loop's thread calls everything. Extra keyword arguments go to ``KafkaProducer``.
+    Not thread-safe: the run loop's thread calls everything. Extra keyword arguments go to ``KafkaProducer``. The
+    producer and the startup checks' clients connect with the security settings of ``kafka`` (TLS, SASL:
+    :func:`~monitor.ingest.security.build_security`); ``security_*``/``ssl_*``/``sasl_*`` extra arguments override them.
     ``clock`` is monotonic seconds (retry backoff).
     """
 
@@ -256,6 +260,10 @@ class DeadLetterQueue:
         self._limit: int | None = settings.max_request_bytes
         self._producer: KafkaProducer | None = None
         self._bootstrap = kafka.bootstrap_servers.split(",")
+        # TLS and SASL for the producer and the startup checks (the consumer's arguments; KafkaSecurityError when a
+        # secret or a file cannot be read), then the caller's own settings over them
+        self._security: dict[str, Any] = build_security(kafka).kwargs()
+        self._security.update({k: v for k, v in producer_config.items() if k.startswith(_SECURITY_PREFIXES)})
         self._config = producer_config
         self._pending: deque[_Pending] = deque()
         self._clock = clock
@@ -286,7 +294,7 @@ class DeadLetterQueue:
             bootstrap_servers=self._bootstrap,
             client_id="monitor-dlq-check",
             request_timeout_ms=int(timeout_s * 1000),
-            **{k: v for k, v in self._config.items() if k.startswith(("security_", "ssl_", "sasl_"))},
+            **self._security,
         )
         try:
             existing = consumer.topics()
@@ -320,7 +328,7 @@ class DeadLetterQueue:
                 bootstrap_servers=self._bootstrap,
                 client_id="monitor-dlq-check",
                 request_timeout_ms=int(timeout_s * 1000),
-                **{k: v for k, v in self._config.items() if k.startswith(("security_", "ssl_", "sasl_"))},
+                **self._security,
             )
         except KafkaError as exc:
             log.info("cannot ask the broker for its record size limit (%s): assuming 1 MiB", exc)
@@ -354,6 +362,7 @@ class DeadLetterQueue:
                 # kafka-python 3.0 treats any non-retriable error of an idempotent producer as fatal for every
                 # later send; dead letters are deduplicated by replay marks instead
                 "enable_idempotence": False,
+                **self._security,
             }
             config.update(self._config)
             self._producer = KafkaProducer(**config)
