@@ -4,6 +4,8 @@ Exit codes: 0 success; 1 a command ran and found a failure; 2 usage or configura
 ``monitor eval`` adds 3 (no quality failure, but some case errored or no case produced a verdict);
 ``monitor judge calibrate`` uses 1 for a judge whose agreement (Cohen's kappa) is below the floor and 3 for a
 judge that could not run (no API key, the API unavailable, the judge budget spent).
+``monitor show`` uses 1 for a trace not in the store or whose runs were not kept; ``monitor runs`` and ``monitor
+show`` use 3 when the store cannot be reached (:mod:`monitor.commands.runs`).
 
 ``monitor run`` and ``monitor config`` check a configuration the same way (:mod:`monitor.preflight`),
 and ``run`` does it before it opens the store or binds the port:
@@ -130,6 +132,42 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=1, help="traffic seed (the same runs every time)")
     demo.add_argument("--port", type=int, default=0, help="port of the daemon's HTTP server (0 = any free port)")
 
+    runs_cmd = sub.add_parser(
+        "runs",
+        help="list the scored runs in the store, newest first (exit 0; 2 bad argument, settings or schema; "
+        "3 store unreachable)",
+    )
+    runs_cmd.add_argument("--agent", dest="agents", action="append", default=None, metavar="AGENT", help="repeatable")
+    runs_cmd.add_argument(
+        "--tool", dest="tools", action="append", default=None, metavar="TOOL", help="a tool the run called (repeatable)"
+    )
+    runs_cmd.add_argument(
+        "--kind", dest="kinds", action="append", default=None, metavar="KIND", help="an issue kind (repeatable)"
+    )
+    runs_cmd.add_argument(
+        "--failed-scorer",
+        dest="failed_scorers",
+        action="append",
+        default=None,
+        metavar="SCORER",
+        help="a scorer id that scored the run and did not pass (repeatable)",
+    )
+    runs_cmd.add_argument("--since", default=None, help="runs started at or after: ISO date/time (UTC) or 24h, 7d")
+    runs_cmd.add_argument("--until", default=None, help="runs started before: ISO date/time (UTC) or 24h, 7d")
+    runs_cmd.add_argument("--limit", type=int, default=50, help="runs listed (default 50)")
+    runs_cmd.add_argument("--offset", type=int, default=0, help="skip this many runs (the next page)")
+    runs_cmd.add_argument("--format", choices=("table", "json"), default="table", help="table, or JSON lines")
+    runs_cmd.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
+
+    show = sub.add_parser(
+        "show",
+        help="one stored trace: each run as inspect prints it, its scores and issues, the tracing UI link "
+        "(exit 1 not in the store or not kept, 2 bad argument, settings or schema, 3 store unreachable)",
+    )
+    show.add_argument("trace_id", metavar="TRACE_ID", help="the full trace id, as `monitor runs` prints it")
+    show.add_argument("--format", choices=("table", "json"), default="table", help="table, or JSON lines")
+    show.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
+
     run = sub.add_parser("run", help="run the daemon: consume spans, score runs, serve metrics (SIGTERM drains)")
     run.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
 
@@ -208,6 +246,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         from monitor.demo.run import run_demo
 
         return run_demo(args.duration, args.rate, args.seed, args.port)
+    if args.command == "runs":
+        from monitor.commands.runs import RunsArgs, run_runs
+
+        return run_runs(
+            RunsArgs(
+                agents=args.agents,
+                tools=args.tools,
+                kinds=args.kinds,
+                failed_scorers=args.failed_scorers,
+                since=args.since,
+                until=args.until,
+                limit=args.limit,
+                offset=args.offset,
+                format=args.format,
+                config=args.config,
+            )
+        )
+    if args.command == "show":
+        from monitor.commands.runs import run_show
+
+        return run_show(args.trace_id, fmt=args.format, config=args.config)
     if args.command == "run":
         try:
             settings = load_settings(args.config)
