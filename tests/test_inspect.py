@@ -81,3 +81,27 @@ def test_bundled_demo_records_rebuild_four_frameworks(capsys: pytest.CaptureFixt
     runs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(r["agent"] for r in runs) == ["travel_agent", "triage", "weather_agent", "weather_agent"]
     assert all(r["calls"] for r in runs)
+
+
+def test_names_that_look_like_markup_print_as_they_are() -> None:
+    import io
+
+    from rich.console import Console
+
+    from monitor.commands.inspect import run_tree
+    from monitor.trajectory.serialize import run_from_json
+
+    run = run_from_json(
+        {
+            "trace_id": "a" * 32,
+            "run_id": "b" * 16,
+            "agent": "agent [/bold]",
+            "user_input": "hi [red]",
+            "tools_offered": [{"name": "tool[/x]"}],
+            "calls": [{"name": "tool[/x]", "kind": "mcp", "error": {"type": "E[/i]", "message": "m[b]"}}],
+        }
+    )
+    out = io.StringIO()
+    Console(file=out, width=200).print(run_tree(run))
+    text = out.getvalue()
+    assert "agent [/bold]" in text and "tool[/x]" in text and "E[/i]: m[b]" in text and "[mcp]" in text

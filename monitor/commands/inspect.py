@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -79,27 +80,33 @@ def _calls_table(calls: Sequence[ToolCall]) -> Table:
     for column in ("#", "tool", "arguments", "result / error", "ms", "how"):
         table.add_column(column, overflow="fold")
     for call in calls:
-        outcome = f"[red]{call.error.type}: {call.error.message}[/red]" if call.error else _short(call.result)
+        outcome = (
+            f"[red]{escape(call.error.type)}: {escape(call.error.message)}[/red]" if call.error else _short(call.result)
+        )
         how = "executed" if call.executed else "[yellow]selected only[/yellow]"
         if call.step is not None:
             how += f" (step {call.step}.{call.part})"
         if call.kind != "function":
-            how += f" [{call.kind}]"
+            how += f" \\[{call.kind}]"
         ms = f"{call.duration_ms:.1f}" if call.duration_ms is not None else ""
-        table.add_row(str(call.index), call.name, _short(call.args), outcome, ms, how)
+        table.add_row(str(call.index), escape(call.name), _short(call.args), outcome, ms, how)
     return table
 
 
-def _run_tree(run: Run, tree: Tree | None = None) -> Tree:
+def run_tree(run: Run, tree: Tree | None = None) -> Tree:
+    """``run`` (and its nested runs) as a rich tree: agent, ids, user text, tools offered, calls, answer. Every name
+    from the spans is escaped, so names that look like rich markup print as they are."""
     title = (
-        f"[bold]{run.agent or '<unnamed agent>'}[/bold]  trace {run.trace_id}  run {run.run_id}"
-        f"  status {run.status}" + (f"  [red]forced: {run.forced}[/red]" if run.forced else "")
+        f"[bold]{escape(run.agent or '<unnamed agent>')}[/bold]  trace {escape(run.trace_id)}  run {escape(run.run_id)}"
+        f"  status {run.status}" + (f"  [red]forced: {escape(run.forced)}[/red]" if run.forced else "")
     )
     node = tree.add(title) if tree is not None else Tree(title)
     node.add(f"user: {_short(run.user_text) if run.user_text is not None else '[dim]<not captured>[/dim]'}")
-    tools = "[dim]<not captured>[/dim]" if run.tools_offered is None else ", ".join(t.name for t in run.tools_offered)
+    offered = run.tools_offered
+    tools = "[dim]<not captured>[/dim]" if offered is None else escape(", ".join(t.name for t in offered))
     node.add(f"tools offered: {tools}")
-    node.add(f"model calls: {len(run.steps)}  model: {run.model or '-'}  conventions: {', '.join(run.conventions)}")
+    conventions = escape(", ".join(run.conventions))
+    node.add(f"model calls: {len(run.steps)}  model: {escape(run.model or '-')}  conventions: {conventions}")
     if run.calls:
         node.add(_calls_table(run.calls))
     else:
@@ -109,7 +116,7 @@ def _run_tree(run: Run, tree: Tree | None = None) -> Tree:
     if not run.content_captured:
         node.add("[yellow]content not captured: scorers needing arguments will say not applicable[/yellow]")
     for child in run.children:
-        _run_tree(child, node)
+        run_tree(child, node)
     return node
 
 
@@ -120,7 +127,7 @@ def render(result: InspectResult, fmt: str, out: IO[str]) -> None:
         return
     console = Console(file=out, soft_wrap=False, width=160)
     for run in result.runs:
-        console.print(_run_tree(run))
+        console.print(run_tree(run))
         console.print()
     console.print(f"{result.records} records, {result.spans} spans, {len(result.runs)} runs")
     for error in result.errors:

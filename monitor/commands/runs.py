@@ -29,11 +29,10 @@ from typing import IO, Any
 
 import sqlalchemy as sa
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from monitor.commands.inspect import _run_tree
+from monitor.commands.inspect import run_tree
 from monitor.scoring.result import FailureKind, NoteKind
 from monitor.settings import Settings, SettingsError, load_settings, mask_url
 from monitor.store import SqlResultStore, StoreUnavailable
@@ -49,7 +48,7 @@ from monitor.store.browse import (
     traces_starting_with,
 )
 from monitor.store.sql import normalise_url
-from monitor.trajectory.model import Run, ToolCall, ToolDef, ToolError
+from monitor.trajectory.model import Run
 from monitor.trajectory.serialize import run_from_json
 
 __all__ = ["EXIT_NOT_FOUND", "EXIT_UNAVAILABLE", "EXIT_USAGE", "RunsArgs", "parse_when", "run_runs", "run_show"]
@@ -351,35 +350,6 @@ def run_runs(args: RunsArgs, out: IO[str] | None = None, err: IO[str] | None = N
 # ----------------------------------------------------------------------------- monitor show
 
 
-def _safe(text: str | None) -> str | None:
-    return None if text is None else escape(text)
-
-
-def _markup_safe(run: Run) -> Run:
-    """``run`` with the names that :func:`monitor.commands.inspect._run_tree` prints as rich markup escaped (a
-    name holding ``[/x]`` would otherwise fail to print); texts it shortens itself are left as they are."""
-
-    def call(c: ToolCall) -> ToolCall:
-        error = ToolError(escape(c.error.type), escape(c.error.message)) if c.error else None
-        return dataclasses.replace(c, name=escape(c.name), error=error)
-
-    def tool(t: ToolDef) -> ToolDef:
-        return dataclasses.replace(t, name=escape(t.name))
-
-    return dataclasses.replace(
-        run,
-        trace_id=escape(run.trace_id),
-        run_id=escape(run.run_id),
-        agent=_safe(run.agent),
-        model=_safe(run.model),
-        forced=_safe(run.forced),
-        conventions=tuple(escape(c) for c in run.conventions),
-        tools_offered=None if run.tools_offered is None else tuple(tool(t) for t in run.tools_offered),
-        calls=tuple(call(c) for c in run.calls),
-        children=tuple(_markup_safe(child) for child in run.children),
-    )
-
-
 def _rebuilt(details: Sequence[RunDetail]) -> tuple[list[Run], dict[str, str]]:
     """The kept runs of a trace as run trees (a nested run under its parent when both were kept), and why a kept
     run could not be read back (a redaction hook may have changed its shape), by run id."""
@@ -502,7 +472,7 @@ def _print_show(details: Sequence[RunDetail], settings: Settings, out: IO[str]) 
     console = Console(file=out, width=_SHOW_WIDTH, soft_wrap=False, highlight=False)
     trees, unreadable = _rebuilt(details)
     for run in trees:
-        console.print(_run_tree(_markup_safe(run)))
+        console.print(run_tree(run))
         console.print()
     for detail in details:
         row, summary = detail.run, detail.summary
