@@ -9,10 +9,12 @@ export DEBIAN_FRONTEND := noninteractive
 
 .PHONY: install system-deps peers test lint typecheck unit fuzz demo demo-offline bench fixtures clean
 
-# Debian packages the tests run for real: Prometheus + promtool, PostgreSQL (initdb/pg_ctl).
+# Debian packages the tests run for real: Prometheus + promtool, PostgreSQL (initdb/pg_ctl), Chromium (headless:
+# the report's HTML rendered and screenshotted in tests/report).
 system-deps:
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
-	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus postgresql >/dev/null; }
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	  && command -v chromium >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus postgresql chromium >/dev/null; }
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)

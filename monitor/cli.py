@@ -168,6 +168,23 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--format", choices=("table", "json"), default="table", help="table, or JSON lines")
     show.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
 
+    report = sub.add_parser(
+        "report",
+        help="the failure-analysis report of a week from the store: HTML, Markdown, JSON; optionally posted to a "
+        "webhook (exit 0 written, 2 usage/configuration error, 3 store unreadable or webhook failed)",
+    )
+    report.add_argument("--week", default=None, help="ISO week, e.g. 2026-W47 (default: the last full week, UTC)")
+    report.add_argument("--since", default=None, help="start: ISO date or date-time (UTC); instead of --week")
+    report.add_argument("--until", default=None, help="end (exclusive): ISO date or date-time (UTC); default now")
+    report.add_argument(
+        "--format", dest="formats", action="append", default=None, help="html, md, json; comma-separated or repeated"
+    )
+    report.add_argument("--out", type=Path, default=Path("."), help="directory the report files go to")
+    report.add_argument(
+        "--webhook", action="store_true", help="post a summary to the URL in $MONITOR_REPORT_WEBHOOK_URL (Slack format)"
+    )
+    report.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
+
     run = sub.add_parser("run", help="run the daemon: consume spans, score runs, serve metrics (SIGTERM drains)")
     run.add_argument("--config", type=Path, default=None, help="YAML settings file (else $MONITOR_CONFIG / env)")
 
@@ -267,6 +284,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from monitor.commands.runs import run_show
 
         return run_show(args.trace_id, fmt=args.format, config=args.config)
+    if args.command == "report":
+        from monitor.commands.report import ReportArgs, run_report
+
+        return run_report(
+            ReportArgs(
+                week=args.week,
+                since=args.since,
+                until=args.until,
+                formats=args.formats or ["html"],
+                out=args.out,
+                webhook=args.webhook,
+                config=args.config,
+            )
+        )
     if args.command == "run":
         try:
             settings = load_settings(args.config)
