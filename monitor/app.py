@@ -47,6 +47,7 @@ from typing import Any, Final
 from monitor.export.evaluation_events import EvaluationEventExporter
 from monitor.export.http import HealthState, HttpServer
 from monitor.export.metrics import Metrics
+from monitor.export.patterns import PatternExporter
 from monitor.ingest.consumer import KafkaSource, PartitionsCallback, Source
 from monitor.ingest.dlq import DeadLetterError, DeadLetterQueue, DeadLetterRateExceeded
 from monitor.ingest.loop import (
@@ -128,6 +129,7 @@ class App:
         self.events: EvaluationEventExporter | None = None
         self.source: Source | None = None
         self.pool: Pool | None = None
+        self.patterns: PatternExporter | None = None
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self._stop_requested = threading.Event()
@@ -252,6 +254,7 @@ class App:
         self.loop = build_loop(
             s, make_source, self.dlq, stage, self.store, metrics, self.health, sampler, sinks=sinks, judges=judges
         )
+        self.patterns = PatternExporter(self.store, s.report, metrics).start()
         log.info(
             "started: topics %s, group %s, store %s, HTTP port %d",
             [s.kafka.spans_topic] + ([s.kafka.logs_topic] if s.kafka.logs_topic else []),
@@ -288,6 +291,7 @@ class App:
         self.health.set_alive(False)
         steps: list[tuple[str, Callable[[], None] | None]] = [
             ("judge pool", self.pool.stop if self.pool else None),
+            ("failure patterns", self.patterns.stop if self.patterns else None),
             ("consumer", self.source.close if self.source else None),
             ("dead-letter producer", self.dlq.close if self.dlq else None),
             ("evaluation-event exporter", (lambda: events.shutdown(5.0)) if (events := self.events) else None),
@@ -303,6 +307,7 @@ class App:
                 log.warning("error closing the %s", name, exc_info=True)
         self.source = None
         self.pool = None
+        self.patterns = None
         self.dlq = None
         self.events = None
         self.http = None

@@ -424,6 +424,16 @@ class Metrics:
             namespace=NAMESPACE,
             registry=reg,
         )
+        self.failure_pattern_runs = Gauge(
+            "failure_pattern_runs",
+            "Runs each active failure pattern hurt over report.patterns_window_s (the report.max_active_patterns with "
+            "the most impact), by agent, kind, tool, parameter and expected_tool ('' when not applicable).",
+            ["agent", "kind", "tool", "parameter", "expected_tool"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self._patterns_lock = threading.Lock()
+        self._pattern_series: set[tuple[str, ...]] = set()
         self._judge_kind = CappedLabel(max_values=64)
         self._judge_model = CappedLabel()
         self._judge_outcome = CappedLabel(JUDGE_REQUEST_OUTCOMES)
@@ -559,6 +569,18 @@ class Metrics:
         for scope, limits in remaining.items():
             for limit, amount in limits.items():
                 self.judge_budget_remaining.labels(self._budget_scope(scope), limit).set(amount)
+
+    def set_active_patterns(self, patterns: Sequence[tuple[Mapping[str, str], float]]) -> None:
+        """Replace the series of ``monitor_failure_pattern_runs`` with ``patterns`` (labels, runs hurt); label values
+        are cut to 128 characters. Bounded by the caller (``report.max_active_patterns``)."""
+        names = ("agent", "kind", "tool", "parameter", "expected_tool")
+        fresh = {tuple(str(labels.get(n, ""))[:128] for n in names): value for labels, value in patterns}
+        with self._patterns_lock:
+            for gone in self._pattern_series - fresh.keys():
+                self.failure_pattern_runs.remove(*gone)
+            for key, value in fresh.items():
+                self.failure_pattern_runs.labels(*key).set(value)
+            self._pattern_series = set(fresh)
 
     def observe_verdicts(self, run: Run, results: Sequence[ScoreResult]) -> None:
         """Count judge verdicts the store took as NEW: like :meth:`observe_results` but the run and its tool
