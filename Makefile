@@ -28,9 +28,10 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 install: $(VENV)/.installed
 
 lint: install
-	$(PY) -m ruff check monitor tests bench
-	$(PY) -m ruff format --check monitor bench
+	$(PY) -m ruff check monitor tests bench dashboards deploy
+	$(PY) -m ruff format --check monitor bench dashboards deploy
 	$(VENV)/bin/lint-imports  # the package layering: [tool.importlinter] in pyproject.toml
+	$(PY) -m pytest -q tests/deploy/test_helm_chart.py::test_chart_copies_match_sources  # `make sync-chart` ran
 
 typecheck: install
 	$(PY) -m mypy
@@ -71,3 +72,16 @@ fixtures: install
 
 clean:
 	rm -rf $(VENV) .fixture-venvs .peer-venvs tests/peers/mastra/node_modules .pytest_cache .mypy_cache .ruff_cache
+
+# Copy the alert rules and the dashboards into the Helm chart (helm/agent-tool-monitor/files/); `make lint`
+# fails while the chart's copies differ from deploy/prometheus/rules.yaml and dashboards/*.json.
+CHART_DIR ?= helm/agent-tool-monitor
+CHART_RULES_SRC ?= deploy/prometheus/rules.yaml
+CHART_DASHBOARDS_SRC ?= dashboards
+.PHONY: sync-chart
+sync-chart:
+	rm -rf $(CHART_DIR)/files/prometheus $(CHART_DIR)/files/dashboards
+	mkdir -p $(CHART_DIR)/files/prometheus $(CHART_DIR)/files/dashboards
+	@if [ -f $(CHART_RULES_SRC) ]; then cp $(CHART_RULES_SRC) $(CHART_DIR)/files/prometheus/rules.yaml; \
+	  else echo "sync-chart: no $(CHART_RULES_SRC) yet: the chart has no PrometheusRule content"; fi
+	@for f in $(CHART_DASHBOARDS_SRC)/*.json; do if [ -f "$$f" ]; then cp "$$f" $(CHART_DIR)/files/dashboards/; fi; done
