@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import errno
+import json
 import logging
 import socket
 import threading
@@ -725,12 +726,33 @@ class MaskingFormatter(logging.Formatter):
         return mask_secrets(super().format(record))
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (``log_format: json``): ``time`` (ISO 8601, UTC, milliseconds), ``level``,
+    ``logger``, ``message`` and, with an exception, ``exception`` (the traceback); every value masked like the text
+    lines. Log pipelines (Loki, Elasticsearch, Cloud Logging) read the fields without parsing."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        doc: dict[str, str] = {
+            "time": when,
+            "level": record.levelname,
+            "logger": record.name,
+            "message": mask_secrets(record.getMessage()),
+        }
+        if record.exc_info:
+            doc["exception"] = mask_secrets(self.formatException(record.exc_info))
+        elif record.exc_text:
+            doc["exception"] = mask_secrets(record.exc_text)
+        return json.dumps(doc, ensure_ascii=False)
+
+
 class _MonitorHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The root handler :func:`configure_logging` installs (and replaces when called again)."""
 
 
 def configure_logging(settings: Settings, stream: IO[str]) -> logging.Handler:
-    """Log to ``stream`` at ``settings.log_level`` through a :class:`MaskingFormatter`, with each client
+    """Log to ``stream`` at ``settings.log_level`` through a :class:`MaskingFormatter` (``log_format: json``: a
+    :class:`JsonFormatter`), with each client
     library of :data:`CLIENT_LOGGER_FLOORS` held at its floor unless ``settings.log_client_debug``.
 
     Replaces the handler of an earlier call; leaves other handlers (test capture) alone. Returns the
@@ -740,7 +762,7 @@ def configure_logging(settings: Settings, stream: IO[str]) -> logging.Handler:
     for old in [h for h in root.handlers if isinstance(h, _MonitorHandler)]:
         root.removeHandler(old)
     handler = _MonitorHandler(stream)
-    handler.setFormatter(MaskingFormatter(LOG_FORMAT))
+    handler.setFormatter(JsonFormatter() if settings.log_format == "json" else MaskingFormatter(LOG_FORMAT))
     root.addHandler(handler)
     level = logging.getLevelName(settings.log_level)
     root.setLevel(level)

@@ -902,6 +902,9 @@ class Settings(BaseSettings):
     report: ReportSettings = Field(default_factory=ReportSettings)  # type: ignore[arg-type]
     rules_file: Path | None = Field(None, description="YAML file of per-agent rules (SCORING.md §3.9)")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="text lines, or one JSON object per line (time, level, logger, message) for log pipelines"
+    )
     log_client_debug: bool = Field(
         False,
         description="let client libraries (kafka-python, SQLAlchemy, HTTP clients) log below INFO/WARNING; "

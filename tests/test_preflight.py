@@ -5,6 +5,7 @@ kept quiet. Real files, real sockets, a real broker (Tansu) and the real :class:
 from __future__ import annotations
 
 import io
+import json
 import logging
 import socket
 import threading
@@ -221,6 +222,23 @@ def test_logging_masks_secrets_and_keeps_client_libraries_out_of_debug() -> None
     logging.getLogger("kafka.net.connection").debug("Response 8: raw record bytes")
     assert "Response 8: raw record bytes" in out.getvalue()
     assert len([h for h in logging.getLogger().handlers if type(h).__name__ == "_MonitorHandler"]) == 1
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_json_logs_are_one_masked_object_per_line() -> None:
+    out = io.StringIO()
+    configure_logging(load_settings(log_format="json"), out)
+    logging.getLogger("monitor.test").info("store at %s — ünïcode", "postgresql://bob:hunter2@db/x")
+    try:
+        raise ValueError("token=abc sk-ant-api03-XYZ")
+    except ValueError:
+        logging.getLogger("monitor.test").exception("failed")
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first["level"] == "INFO" and first["logger"] == "monitor.test"
+    assert first["message"] == "store at postgresql://bob:***@db/x — ünïcode"
+    assert first["time"].endswith("Z") and "T" in first["time"]
+    assert second["message"] == "failed" and "ValueError" in second["exception"]
+    assert "hunter2" not in out.getvalue() and "XYZ" not in out.getvalue()
 
 
 # --------------------------------------------------------------------------- scorer names (one registry)
