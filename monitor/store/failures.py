@@ -37,6 +37,7 @@ from monitor.analysis.model import (
     Window,
     WindowData,
 )
+from monitor.store.queries import examples_per_group
 from monitor.store.schema import issues, results, run_summaries, runs, tool_definitions
 from monitor.store.sql import SqlResultStore, _unavailable_on_connection_errors
 
@@ -214,7 +215,7 @@ def _issue_groups(conn: sa.Connection, window: Window, examples: int) -> list[Is
         .group_by(*group)
     )
     rows = conn.execute(statement).all()
-    ex = _examples(conn, group, where, examples)
+    ex = _examples_of(conn, group, where, examples)
     return [
         IssueGroup(
             agent=row.agent,
@@ -231,35 +232,13 @@ def _issue_groups(conn: sa.Connection, window: Window, examples: int) -> list[Is
     ]
 
 
-def _examples(
+def _examples_of(
     conn: sa.Connection,
     group: Sequence[sa.ColumnElement[Any]],
     where: Sequence[sa.ColumnElement[bool]],
     k: int,
 ) -> dict[tuple[Any, ...], tuple[str, ...]]:
-    """Up to ``k`` distinct trace ids per group, most recently scored first (ties: smaller trace id)."""
-    if k <= 0:
-        return {}
-    labelled = [c.label(f"g{i}") for i, c in enumerate(group)]
-    per_trace = (
-        sa.select(*labelled, runs.c.trace_id, sa.func.max(results.c.scored_at).label("last"))
-        .select_from(_joined)
-        .where(*where)
-        .group_by(*group, runs.c.trace_id)
-        .subquery()
-    )
-    keys = [per_trace.c[f"g{i}"] for i in range(len(group))]
-    ranked = sa.select(
-        *keys,
-        per_trace.c.trace_id,
-        sa.func.row_number()
-        .over(partition_by=keys, order_by=[per_trace.c["last"].desc(), per_trace.c.trace_id])
-        .label("rn"),
-    ).subquery()
-    found: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
-    for row in conn.execute(sa.select(ranked).where(ranked.c.rn <= k)):
-        found.setdefault(tuple(row[: len(group)]), []).append((int(row.rn), row.trace_id))
-    return {key: tuple(t for _, t in sorted(values)) for key, values in found.items()}
+    return examples_per_group(conn, group, where, k, source=_joined, trace=runs.c.trace_id)
 
 
 def _selection(conn: sa.Connection, window: Window) -> list[SelectionIssue]:

@@ -169,21 +169,27 @@ def scorer_stats(
     return sorted(stats, key=lambda s: (_nulls_last(s.agent), s.scorer))
 
 
-def _examples(
+def examples_per_group(
     conn: sa.Connection,
     group: Sequence[sa.ColumnElement[Any]],
     where: Sequence[sa.ColumnElement[bool]],
     k: int,
+    *,
+    source: sa.FromClause | None = None,
+    trace: sa.ColumnElement[str] | None = None,
 ) -> dict[tuple[Any, ...], tuple[str, ...]]:
-    """Up to ``k`` distinct trace ids per group, most recently scored first (ties: smaller trace id)."""
+    """Up to ``k`` distinct trace ids per group, most recently scored first (ties: smaller trace id). ``source``:
+    the join to select from (default issues ⋈ results), ``trace``: its trace id column (default results')."""
     if k <= 0:
         return {}
+    source = issues.join(results, issues.c.result_id == results.c.id) if source is None else source
+    trace_id = results.c.trace_id if trace is None else trace
     labelled = [c.label(f"g{i}") for i, c in enumerate(group)]
     per_trace = (
-        sa.select(*labelled, results.c.trace_id, sa.func.max(results.c.scored_at).label("last"))
-        .select_from(issues.join(results, issues.c.result_id == results.c.id))
+        sa.select(*labelled, trace_id.label("trace_id"), sa.func.max(results.c.scored_at).label("last"))
+        .select_from(source)
         .where(*where)
-        .group_by(*group, results.c.trace_id)
+        .group_by(*group, trace_id)
         .subquery()
     )
     keys = [per_trace.c[f"g{i}"] for i in range(len(group))]
@@ -235,7 +241,7 @@ def issue_counts(
     )
     with _unavailable_on_connection_errors(), _engine(source).connect() as conn:
         rows = conn.execute(statement).all()
-        ex = _examples(conn, group, where, examples)
+        ex = examples_per_group(conn, group, where, examples)
     counts = [
         IssueCount(
             kind=row.kind,
@@ -283,7 +289,7 @@ def confusion_pairs(
     )
     with _unavailable_on_connection_errors(), _engine(source).connect() as conn:
         rows = conn.execute(statement).all()
-        ex = _examples(conn, group, where, examples)
+        ex = examples_per_group(conn, group, where, examples)
     pairs = [
         ConfusionPair(
             agent=row.agent,
