@@ -4,7 +4,6 @@ the same data is in Markdown and JSON; `monitor show` prints the examples it lin
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -95,7 +94,6 @@ def test_markdown_and_json_carry_the_same_data(written: dict[str, Path]) -> None
         assert ex["trace_id"] in md and ex["trace_id"] in html
 
 
-@pytest.mark.skipif(importlib.util.find_spec("monitor.commands.runs") is None, reason="monitor show not built yet")
 def test_monitor_show_prints_every_example_the_report_links(
     demo_store: DemoStore, written: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
