@@ -37,7 +37,7 @@ from monitor.analysis.model import (
     Window,
     WindowData,
 )
-from monitor.store.queries import examples_per_group
+from monitor.store.queries import examples_per_group, result_counts
 from monitor.store.schema import issues, results, run_summaries, runs, tool_definitions
 from monitor.store.sql import SqlResultStore, _unavailable_on_connection_errors
 
@@ -368,22 +368,8 @@ def scorer_summaries(source: Source, since: datetime, until: datetime) -> list[S
     """Results per scorer stored in the window (``results.scored_at``: one range scan, no join), sorted by scorer."""
     window = Window(_utc(since), _utc(until))
 
-    def count_if(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[Any]:
-        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
-
-    scored = results.c.status == "scored"
     statement = (
-        sa.select(
-            results.c.scorer,
-            sa.func.min(results.c.scorer_kind).label("kind"),
-            sa.func.count().label("n"),
-            count_if(scored).label("scored"),
-            count_if(results.c.status == "not_applicable").label("na"),
-            count_if(results.c.status == "error").label("errors"),
-            count_if(sa.and_(scored, results.c.passed == sa.true())).label("passed"),
-            count_if(sa.and_(scored, results.c.passed == sa.false())).label("failed"),
-            sa.func.avg(sa.case((scored, results.c.score))).label("mean"),
-        )
+        sa.select(results.c.scorer, sa.func.min(results.c.scorer_kind).label("kind"), *result_counts())
         .where(*_stored_in(window))
         .group_by(results.c.scorer)
     )
@@ -395,7 +381,7 @@ def scorer_summaries(source: Source, since: datetime, until: datetime) -> list[S
             scorer_kind=row.kind,
             results=int(row.n),
             scored=int(row.scored),
-            not_applicable=int(row.na),
+            not_applicable=int(row.not_applicable),
             errors=int(row.errors),
             passed=int(row.passed),
             failed=int(row.failed),

@@ -125,6 +125,21 @@ def _run_key() -> sa.ColumnElement[Any]:
     return sa.func.count(sa.distinct(results.c.trace_id + sa.literal(" ") + results.c.run_id))
 
 
+def result_counts() -> list[sa.Label[Any]]:
+    """Aggregate columns over ``results`` rows: ``n``, ``scored``, ``not_applicable``, ``errors``, ``passed``,
+    ``failed`` and ``mean`` (of scored results' scores); shared by the report queries."""
+    scored = results.c.status == "scored"
+    return [
+        sa.func.count().label("n"),
+        _count_if(scored).label("scored"),
+        _count_if(results.c.status == "not_applicable").label("not_applicable"),
+        _count_if(results.c.status == "error").label("errors"),
+        _count_if(sa.and_(scored, results.c.passed == sa.true())).label("passed"),
+        _count_if(sa.and_(scored, results.c.passed == sa.false())).label("failed"),
+        sa.func.avg(sa.case((scored, results.c.score), else_=None)).label("mean"),
+    ]
+
+
 def scorer_stats(
     source: Source,
     since: datetime | None = None,
@@ -138,13 +153,7 @@ def scorer_stats(
         sa.select(
             results.c.agent,
             results.c.scorer,
-            sa.func.count().label("n"),
-            _count_if(results.c.status == "scored").label("scored"),
-            _count_if(results.c.status == "not_applicable").label("not_applicable"),
-            _count_if(results.c.status == "error").label("errors"),
-            _count_if(sa.and_(results.c.status == "scored", results.c.passed == sa.true())).label("passed"),
-            _count_if(sa.and_(results.c.status == "scored", results.c.passed == sa.false())).label("failed"),
-            sa.func.avg(sa.case((results.c.status == "scored", results.c.score), else_=None)).label("mean"),
+            *result_counts(),
         )
         .where(*_filters(since, until, agents, scorers))
         .group_by(results.c.agent, results.c.scorer)
