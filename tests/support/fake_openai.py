@@ -28,6 +28,14 @@ Call ids are deterministic: ``call_<turn>_<index>`` (``fc_<turn>_<index>`` item 
 Responses API), so fixtures regenerate identically apart from timestamps and span ids.
 A request after the script is exhausted gets HTTP 400 (not retried by the SDK) and is counted in
 ``srv.errors``.
+
+From another language (the Node fixture generators), run it as a process::
+
+    python3 tests/support/fake_openai.py serve [--model M]    # prints its base URL on one line, then serves
+
+and drive it over HTTP: ``POST /__script`` with ``{"script": [...]}`` (a turn of tool calls is a list of
+``[name, args]`` pairs) replaces the script and forgets earlier requests; ``GET /__requests`` returns
+``{"requests": [...], "errors": [...], "remaining": n}``. It stops when its stdin closes.
 """
 
 from __future__ import annotations
@@ -104,6 +112,14 @@ class FakeOpenAI:
         self.stop()
 
     # ------------------------------------------------------------------ script
+
+    def load(self, script: Sequence[Turn]) -> None:
+        """Replace the script and forget the requests and errors seen so far."""
+        with self._lock:
+            self.script = list(script)
+            self.requests = []
+            self.errors = []
+            self._next = 0
 
     def _take(self, path: str, body: dict[str, Any]) -> tuple[int, Turn | None]:
         with self._lock:
@@ -348,7 +364,11 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models"):
+            if self.path == "/__requests":
+                with fake._lock:
+                    state = {"requests": fake.requests, "errors": fake.errors, "remaining": fake.remaining}
+                self._send_json(200, state)
+            elif self.path.rstrip("/").endswith("/models"):
                 self._send_json(
                     200,
                     {
@@ -375,6 +395,10 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send_json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
                 return
             path = self.path.split("?", 1)[0].rstrip("/")
+            if path == "/__script":
+                fake.load([_turn(t) for t in body.get("script") or []])
+                self._send_json(200, {"turns": len(fake.script)})
+                return
             if not (path.endswith("/chat/completions") or path.endswith("/responses")):
                 self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
                 return
@@ -413,7 +437,31 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-if __name__ == "__main__":  # manual poke: python tests/support/fake_openai.py
-    with FakeOpenAI([[("get_weather", {"city": "Paris"})], "Sunny."]) as srv:
-        print(srv.base_url)
-        time.sleep(0.1)
+def _turn(raw: Any) -> Turn:
+    """A turn sent as JSON: text, or a list of ``[name, args]`` pairs."""
+    if isinstance(raw, str):
+        return raw
+    return [(str(name), dict(args)) for name, args in raw]
+
+
+def _serve(argv: Sequence[str]) -> None:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="fake_openai.py serve")
+    parser.add_argument("--model", default=None)
+    args = parser.parse_args(argv)
+    with FakeOpenAI([], model=args.model) as srv:
+        print(srv.base_url, flush=True)
+        sys.stdin.read()  # until the parent closes our stdin (or exits)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["serve"]:
+        _serve(sys.argv[2:])
+    else:  # manual poke: python tests/support/fake_openai.py
+        with FakeOpenAI([[("get_weather", {"city": "Paris"})], "Sunny."]) as srv:
+            print(srv.base_url)
+            time.sleep(0.1)
