@@ -40,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--logs", nargs="*", type=Path, default=[], help="OTLP logs record files (GenAI events)")
     inspect.add_argument("--format", choices=("table", "json"), default="table", help="table, or JSON lines")
     inspect.add_argument("--encoding", choices=("auto", "otlp_proto", "otlp_json"), default="auto")
+    inspect.add_argument(
+        "--explain",
+        action="store_true",
+        help="also list the spans the rebuild did not read (or read from generic evidence only) and why, with "
+        "their instrumentation scope and attribute keys (never values): what to paste when reporting a framework",
+    )
 
     ev = sub.add_parser(
         "eval",
@@ -206,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "inspect":
         from monitor.commands.inspect import load_runs, render
 
-        result = load_runs(args.files, args.logs, args.encoding)
+        result = load_runs(args.files, args.logs, args.encoding, explain=args.explain)
         render(result, args.format, sys.stdout)
         return 0
     if args.command == "eval":

@@ -105,3 +105,31 @@ def test_names_that_look_like_markup_print_as_they_are() -> None:
     Console(file=out, width=200).print(run_tree(run))
     text = out.getvalue()
     assert "agent [/bold]" in text and "tool[/x]" in text and "E[/i]: m[b]" in text and "[mcp]" in text
+
+
+def test_explain_lists_what_an_unknown_framework_left_unread_with_scope_and_keys_never_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = Recorder(service="acme")
+    tracer = rec.provider.get_tracer("acme.agents", "0.3.1")
+    with tracer.start_as_current_span("acme.run"):
+        with tracer.start_as_current_span("acme.tool", attributes={"acme.tool.name": "get_weather"}) as tool:
+            tool.set_attribute("acme.tool.input", '{"city": "Paris"}')
+        with tracer.start_as_current_span("acme.memory", attributes={"acme.memory.query": "private note"}):
+            pass
+    path = tmp_path / "acme.pb"
+    path.write_bytes(encode(rec.request(), "otlp_proto"))
+    assert main(["inspect", "--explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "conventions: generic" in out and "get_weather" in out  # the run, flagged
+    assert "acme.memory" in out and "no known convention" in out and "acme.memory.query" in out
+    assert "private note" not in out
+    assert "scope acme.agents 0.3.1: 0 read, 1 structure only, 1 generic, 1 not read" in out
+    assert main(["inspect", "--explain", "--format", "json", str(path)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    notes = [line["span_note"] for line in lines if "span_note" in line]
+    assert sorted((n["name"], n["verdict"]) for n in notes) == [
+        ("acme.memory", "not_read"),
+        ("acme.run", "structure"),
+        ("acme.tool", "generic"),
+    ]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,6 +20,7 @@ from rich.tree import Tree
 from monitor.ingest.decode import DecodeError, decode_logs, decode_traces
 from monitor.ingest.files import read_records
 from monitor.trajectory.build import RebuildRejected, build_runs
+from monitor.trajectory.explain import SpanNote, explain_spans
 from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall
 from monitor.trajectory.serialize import run_to_json
 from monitor.trajectory.spans import LogEvent, SpanRecord
@@ -33,9 +34,12 @@ class InspectResult:
     records: int = 0
     spans: int = 0
     errors: list[str] = field(default_factory=list)
+    notes: list[SpanNote] | None = None  # with ``explain``: what the rebuild made of every span
 
 
-def load_runs(trace_files: Sequence[Path], log_files: Sequence[Path] = (), encoding: str = "auto") -> InspectResult:
+def load_runs(
+    trace_files: Sequence[Path], log_files: Sequence[Path] = (), encoding: str = "auto", *, explain: bool = False
+) -> InspectResult:
     spans: list[SpanRecord] = []
     logs: list[LogEvent] = []
     result = InspectResult(runs=[])
@@ -59,6 +63,8 @@ def load_runs(trace_files: Sequence[Path], log_files: Sequence[Path] = (), encod
     rejected: list[RebuildRejected] = []
     result.runs = build_runs(spans, logs, rejected=rejected)
     result.errors.extend(f"not rebuilt: {exc}" for exc in rejected)
+    if explain:
+        result.notes = explain_spans(spans, logs, result.runs)
     return result
 
 
@@ -120,10 +126,47 @@ def run_tree(run: Run, tree: Tree | None = None) -> Tree:
     return node
 
 
+def _notes_table(notes: Sequence[SpanNote]) -> Table:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for column in ("trace", "span", "name", "scope", "verdict", "why"):
+        table.add_column(column, overflow="fold")
+    for note in notes:
+        scope = note.scope + (f" {note.scope_version}" if note.scope_version else "")
+        verdict = "[yellow]generic[/yellow]" if note.verdict == "generic" else "[red]not read[/red]"
+        table.add_row(
+            escape(note.trace_id[:8]), escape(note.span_id), escape(note.name), escape(scope or "-"), verdict,
+            escape(note.reason),
+        )  # fmt: skip
+    return table
+
+
+def _render_notes(notes: Sequence[SpanNote], console: Console) -> None:
+    """The spans not read (or read from generic evidence only), then a count per verdict and scope."""
+    shown = [n for n in notes if n.verdict in ("generic", "not_read")]
+    console.print()
+    if shown:
+        console.print(f"[bold]{len(shown)} of {len(notes)} spans not read by a known convention[/bold]")
+        console.print(_notes_table(shown))
+    else:
+        console.print(f"every one of {len(notes)} spans read by a known convention (or structure only)")
+    scopes: dict[tuple[str, str], dict[str, int]] = {}
+    for note in notes:
+        counts = scopes.setdefault((note.scope, note.scope_version), dict.fromkeys(_VERDICTS, 0))
+        counts[note.verdict] += 1
+    for (scope, version), counts in sorted(scopes.items()):
+        tally = ", ".join(f"{counts[v]} {label}" for v, label in _VERDICTS.items())
+        console.print(f"scope {escape(scope or '-')} {escape(version)}: {tally}", highlight=False)
+
+
+_VERDICTS: Final = {"read": "read", "structure": "structure only", "generic": "generic", "not_read": "not read"}
+
+
 def render(result: InspectResult, fmt: str, out: IO[str]) -> None:
     if fmt == "json":
         for run in result.runs:
             out.write(json.dumps(run_to_json(run), ensure_ascii=False, default=str) + "\n")
+        for note in result.notes or ():
+            out.write(json.dumps({"span_note": note.as_json()}, ensure_ascii=False) + "\n")
         return
     console = Console(file=out, soft_wrap=False, width=160)
     for run in result.runs:
@@ -132,3 +175,5 @@ def render(result: InspectResult, fmt: str, out: IO[str]) -> None:
     console.print(f"{result.records} records, {result.spans} spans, {len(result.runs)} runs")
     for error in result.errors:
         console.print(f"[red]skipped[/red] {error}", markup=True, highlight=False)
+    if result.notes is not None:
+        _render_notes(result.notes, console)

@@ -79,6 +79,8 @@ PARAMETER_ERROR_KINDS: Final[frozenset[FailureKind]] = frozenset(
 CLOSE_OUTCOMES: Final = ("complete", "idle", "max_age", "max_spans", "memory", "shutdown")
 STORE_OUTCOMES: Final = ("new", "duplicate", "error")
 REJECT_REASONS: Final = ("too_deep", "rebuild_failed", "unstorable")
+UNRECOGNIZED_SCOPES: Final = 50
+"""How many instrumentation scope names ``monitor_spans_unrecognized_total`` labels before folding to ``other``."""
 REPLAY_KINDS: Final = ("trace", "dead_letter")
 EVENT_OUTCOMES: Final = ("exported", "dropped_queue_full", "failed")
 SAMPLING_DECISIONS: Final = ("sampled", "skipped")
@@ -166,6 +168,7 @@ class Metrics:
         self._pause_reason = CappedLabel()
         self._dlq_error = CappedLabel()
         self._rejected = CappedLabel(REJECT_REASONS)
+        self._scope = CappedLabel(max_values=UNRECOGNIZED_SCOPES)
         self._replay_kind = CappedLabel(REPLAY_KINDS)
         self._event_outcome = CappedLabel(EVENT_OUTCOMES)
         self._scorer = CappedLabel(max_values=200)
@@ -219,6 +222,14 @@ class Metrics:
             "traces_rejected",
             "Closed traces that yield no run, by reason (too_deep, rebuild_failed, unstorable).",
             ["reason"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.spans_unrecognized_total = Counter(
+            "spans_unrecognized",
+            "Spans no known convention reads, in traces that gave no run of a known convention, by instrumentation "
+            "scope (a framework to report; `monitor inspect --explain` shows why).",
+            ["scope"],
             namespace=NAMESPACE,
             registry=reg,
         )
@@ -479,6 +490,11 @@ class Metrics:
     def traces_rejected(self, reason: str, n: int = 1) -> None:
         """Count ``n`` closed traces that yield no run (too_deep, rebuild_failed, unstorable)."""
         self.traces_rejected_total.labels(self._rejected(reason)).inc(n)
+
+    def spans_unrecognized(self, scope: str, n: int = 1) -> None:
+        """Count ``n`` spans of instrumentation scope ``scope`` that no known convention reads (the first
+        ``UNRECOGNIZED_SCOPES`` scope names are labels, later ones ``other``; no scope name is ``unknown``)."""
+        self.spans_unrecognized_total.labels(self._scope(scope)).inc(n)
 
     def replays_skipped(self, kind: str, n: int = 1) -> None:
         """Count ``n`` units of work (trace, dead_letter) a re-read found already done."""

@@ -1,7 +1,8 @@
 """Observe: count what the store took, once.
 
 For each trace that reached the store (or was handled before): ``monitor_traces_rejected_total`` for a rejected
-trace, ``monitor_replays_skipped_total{kind="trace"}`` for a replayed one; the quality metrics of every result the
+trace, ``monitor_replays_skipped_total{kind="trace"}`` for a replayed one, ``monitor_spans_unrecognized_total``
+for the spans of a trace no known convention reads; the quality metrics of every result the
 store took as **new** (``Metrics.observe_results``, per top-level run), ``monitor_store_writes_total`` (new /
 duplicate) and ``monitor_runs_sampled_total`` (sampled / skipped). A replay therefore never counts twice.
 Judge verdicts: the quality metrics of the new ones (``Metrics.observe_verdicts``: the run and its calls are not
@@ -58,6 +59,8 @@ class ObserveStep(TransformStep[Work, Work]):
         if work.rejected is not None:
             stats.rejected[work.rejected] += 1
             metrics.traces_rejected(work.rejected)
+        for scope, n in work.unrecognized.items():
+            metrics.spans_unrecognized(scope, n)
         new_by_run: dict[int, list[ScoreResult]] = {}
         for row, owner, new in zip(work.rows, work.owners, work.new, strict=True):
             if new:

@@ -5,6 +5,9 @@
   ``too_deep``, one warning line; a trace the rebuild fails on is ``rejected`` as ``rebuild_failed``, one error
   line (the traceback at debug level). Either way it goes on with no runs: its offsets still move and the observe
   step counts it in ``monitor_traces_rejected_total``.
+* Spans that no known convention recognizes, in a trace that gave no run of a known convention, are counted per
+  instrumentation scope in ``TraceWork.unrecognized`` (the observe step turns them into
+  ``monitor_spans_unrecognized_total``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class RebuildStep(TransformStep[Work, Work]):
                 forced=closed.reason if closed.forced else None,
                 max_depth=self.max_depth,
                 max_agent_depth=self.max_agent_depth,
+                unrecognized=work.unrecognized,
             )
         except RebuildRejected as exc:
             log.warning("trace %s not rebuilt (%s): %s", closed.trace_id, exc.reason, exc)

@@ -157,6 +157,9 @@ class RecordingMetrics:
     def traces_rejected(self, *args: Any, **kwargs: Any) -> None:
         self.record("traces_rejected", args, kwargs)
 
+    def spans_unrecognized(self, *args: Any, **kwargs: Any) -> None:
+        self.record("spans_unrecognized", args, kwargs)
+
     def replays_skipped(self, *args: Any, **kwargs: Any) -> None:
         self.record("replays_skipped", args, kwargs)
 

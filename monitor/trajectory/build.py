@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -53,7 +53,14 @@ from monitor.trajectory.model import (
     ToolDef,
     Usage,
 )
-from monitor.trajectory.normalize import Role, SpanFacts, model_response_id, normalize, normalize_agent_content
+from monitor.trajectory.normalize import (
+    GENERIC,
+    Role,
+    SpanFacts,
+    model_response_id,
+    normalize,
+    normalize_agent_content,
+)
 from monitor.trajectory.semconv import ModelCallIdentity, Monitor, Traceloop
 from monitor.trajectory.spans import STATUS_ERROR, LogEvent, SpanRecord
 from monitor.trajectory.view import order_key
@@ -124,8 +131,13 @@ def build_runs(
     max_depth: int = DEFAULT_MAX_DEPTH,
     max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
     rejected: list[RebuildRejected] | None = None,
+    unrecognized: Counter[str] | None = None,
 ) -> list[Run]:
     """Top-level runs of every trace in ``spans`` (nested runs in ``Run.children``), by start time.
+
+    ``unrecognized``, when given, counts per instrumentation scope name the spans that no known convention
+    recognizes (their ``conventions`` are empty or only ``generic``) in traces that gave no run of a known
+    convention: how a framework the table does not read yet shows up.
 
     ``max_depth``: the longest parent→child span chain (in spans, a root alone is 1) a trace may
     have; ``max_agent_depth``: how deeply agent runs may nest (a top-level run is 1, its nested runs
@@ -139,7 +151,15 @@ def build_runs(
     runs: list[Run] = []
     for trace_spans in by_trace.values():
         try:
-            runs.extend(build_trace(trace_spans, forced=forced, max_depth=max_depth, max_agent_depth=max_agent_depth))
+            runs.extend(
+                build_trace(
+                    trace_spans,
+                    forced=forced,
+                    max_depth=max_depth,
+                    max_agent_depth=max_agent_depth,
+                    unrecognized=unrecognized,
+                )
+            )
         except RebuildRejected as exc:
             if rejected is None:
                 raise
@@ -207,8 +227,9 @@ def build_trace(
     forced: str | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
     max_agent_depth: int = DEFAULT_MAX_AGENT_DEPTH,
+    unrecognized: Counter[str] | None = None,
 ) -> list[Run]:
-    """Runs of one trace's spans (assumed unique by span id); limits as :func:`build_runs`.
+    """Runs of one trace's spans (assumed unique by span id); limits and ``unrecognized`` as :func:`build_runs`.
 
     One pass over the span tree with an explicit stack (never recursion), then one over the runs.
     """
@@ -302,7 +323,22 @@ def build_trace(
         for kid in reversed(children.get(f.span_id, ())):
             work.append((kid, run, tool, llm))
 
-    return _finish_all(top, forced)
+    runs = _finish_all(top, forced)
+    if unrecognized is not None:
+        _count_unrecognized(facts.values(), runs, unrecognized)
+    return runs
+
+
+_GENERIC_ONLY: Final = frozenset({GENERIC})
+
+
+def _count_unrecognized(facts: Iterable[SpanFacts], runs: Sequence[Run], counter: Counter[str]) -> None:
+    """Spans no known convention recognizes, by scope, when no run of the trace speaks a known convention."""
+    if any(not _GENERIC_ONLY.issuperset(r.conventions) for run in runs for r in run.walk()):
+        return
+    for f in facts:
+        if _GENERIC_ONLY.issuperset(f.conventions):
+            counter[f.span.scope_name] += 1
 
 
 def _promote_agent_tasks(siblings: Sequence[SpanFacts]) -> None:

@@ -62,6 +62,7 @@ from monitor.trajectory.semconv import (
     MCP,
     AgentToolTypes,
     GenAI,
+    Generic,
     Op,
     OpenAIAgents,
     OpenInference,
@@ -120,6 +121,7 @@ class Convention(enum.StrEnum):
     STRANDS = "strands"
     OPENAI_AGENTS = "openai_agents"  # openai-agents SDK as its instrumentations write it
     MCP = "mcp"
+    GENERIC = "generic"  # no known convention: evidence read from the shape of the keys (semconv.Generic)
     ANY = "any"  # no convention: the span's own name, or a fact read before
 
 
@@ -149,6 +151,7 @@ class Fact(enum.StrEnum):
     AGENT_NAME = "agent_name"
     SPAN_AGENT_NAME = "span.agent_name"
     CONVERSATION_ID = "conversation_id"
+    TOOL_FAILED = "tool_failed"
 
 
 FACT_SCOPE: Final[Mapping[Fact, str]] = {
@@ -175,6 +178,7 @@ FACT_SCOPE: Final[Mapping[Fact, str]] = {
     Fact.AGENT_NAME: "agent spans",
     Fact.SPAN_AGENT_NAME: "every span that has no agent name yet",
     Fact.CONVERSATION_ID: "every span",
+    Fact.TOOL_FAILED: "tool spans whose status is not ERROR and that carry no `error.type` nor exception event",
 }
 
 
@@ -186,6 +190,7 @@ class Read(enum.Enum):
     MERGED = "attribute or details event"  # attributes[key], else the operation-details event's; unless None
     NAME_AFTER = "span name after"  # the span name's rest after the prefix `key`; present when it has the prefix
     NAME = "span name"  # the span name itself; always present
+    KEY_MATCH = "first key matching"  # attributes[k] of the first key k matching the pattern `key`; unless None
     FUNCTION = "function"  # reader(view); present unless None
     EVENTS = "span events"  # read in event order by one pass over the span's events (normalize)
 
@@ -200,6 +205,8 @@ class Check(enum.Enum):
     HAS_TEXT = "has text"  # the attribute is a non-blank string
     HAS = "present"  # the attribute is present, whatever its value
     HAS_PREFIX = "some key starts with"
+    KEY_MATCHES = "some key matches"  # a regular expression (re.search) over the attribute keys
+    IS_TRUE = "is true"  # the attribute is the boolean true (or the text "true")
     NAME_IS = "span name is"
     NAME_STARTS = "span name starts with"
     SCOPE_IS = "instrumentation scope is"
@@ -218,7 +225,10 @@ class Condition:
             return f"{self.check.value} `{self.key}` ∈ {shown}" if len(self.values) > 1 else f"`{self.key}` = {shown}"
         if self.check is Check.ROOT:
             return "root span"
-        if self.check in (Check.IS_TEXT, Check.NO_TEXT, Check.HAS_TEXT, Check.HAS):
+        if self.check is Check.KEY_MATCHES:
+            shown = self.key.replace("|", "\\|")
+            return f"{self.check.value} `{shown}`"
+        if self.check in (Check.IS_TEXT, Check.NO_TEXT, Check.HAS_TEXT, Check.HAS, Check.IS_TRUE):
             return f"`{self.key}` {self.check.value}"
         return f"{self.check.value} `{self.key}`"
 
@@ -251,6 +261,14 @@ def has_prefix(prefix: str) -> Condition:
     return Condition(Check.HAS_PREFIX, prefix)
 
 
+def key_matches(pattern: str) -> Condition:
+    return Condition(Check.KEY_MATCHES, pattern)
+
+
+def is_true(key: str) -> Condition:
+    return Condition(Check.IS_TRUE, key)
+
+
 def name_is(name: str) -> Condition:
     return Condition(Check.NAME_IS, name)
 
@@ -271,7 +289,8 @@ class SpanView:
     fields (``merged``, ``flattened``, ``events_*``) before it reads model facts."""
 
     __slots__ = (
-        "attrs", "events_in", "events_out", "flattened", "merged", "output_messages", "role", "span", "weak_name"
+        "attrs", "events_in", "events_out", "flattened", "generic", "merged", "output_messages", "role", "span",
+        "weak_name",
     )  # fmt: skip
 
     def __init__(self, span: SpanRecord, role: Role) -> None:
@@ -284,6 +303,7 @@ class SpanView:
         self.events_out: Messages | None = None  # output messages carried by events
         self.output_messages: Messages | None = None  # the output_messages fact, once read
         self.weak_name = False  # set when the agent name is only the span's name
+        self.generic = False  # the span's role came from generic evidence (no known convention)
 
 
 Decoder: TypeAlias = Callable[[Any], Any]
@@ -696,7 +716,58 @@ def weak_span_name(v: SpanView) -> str:
     return v.span.name
 
 
+# --------------------------------------------------------------------------- generic evidence (no known convention)
+
+_GENERIC_TOOL_CALLS: Final = re.compile(Generic.TOOL_CALLS_KEY, re.IGNORECASE)
+_GENERIC_OUTPUT_TEXT: Final = re.compile(Generic.OUTPUT_TEXT_KEY, re.IGNORECASE)
+
+
+def _dotted(item: Mapping[str, Any], fields: tuple[str, ...]) -> Any:
+    """The first field of ``item`` present (not None); ``a.b`` reads ``item["a"]["b"]``."""
+    for name in fields:
+        value: Any = item
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is not None:
+            return value
+    return None
+
+
+def tool_call_list(value: Any) -> tuple[ToolCallPart, ...]:
+    """A list of tool calls in whatever field names its writer chose (``Generic.CALL_*_FIELDS``): each
+    item a mapping with a name, an optional id and optional arguments. Items without a name are left out."""
+    decoded = loads(value)
+    if isinstance(decoded, Mapping):
+        decoded = [decoded]
+    if not isinstance(decoded, list):
+        return ()
+    parts: list[ToolCallPart] = []
+    for item in decoded:
+        if not isinstance(item, Mapping):
+            continue
+        name = as_text(_dotted(item, Generic.CALL_NAME_FIELDS))
+        if name is None:
+            continue
+        call_id = _dotted(item, Generic.CALL_ID_FIELDS)
+        parts.append(ToolCallPart(name, as_text(call_id), decode_arguments(_dotted(item, Generic.CALL_ARGS_FIELDS))))
+    return tuple(parts)
+
+
+def generic_output(v: SpanView) -> Messages | None:
+    """A model span's answer from generic evidence: the text of a ``…response.text``-like key and the
+    calls of a ``…tool_calls``-like key, as one assistant message."""
+    calls = first_matching(v.attrs, _GENERIC_TOOL_CALLS)
+    text = as_text(first_matching(v.attrs, _GENERIC_OUTPUT_TEXT))
+    parts: list[Part] = [TextPart(text)] if text else []
+    parts.extend(tool_call_list(calls) if calls is not None else ())
+    return (Message("assistant", tuple(parts)),) if parts else None
+
+
 # --------------------------------------------------------------------------- guards
+
+
+def generic_span(v: SpanView) -> bool:
+    return v.generic
 
 
 def traceloop_tool(v: SpanView) -> bool:
@@ -724,8 +795,8 @@ def handoff_operation(v: SpanView) -> bool:
 F = Fact
 GENAI, OI, OLLM = Convention.GENAI, Convention.OPENINFERENCE, Convention.OPENLLMETRY
 GADK, PYD, STRANDS = Convention.ADK, Convention.PYDANTIC_AI, Convention.STRANDS
-OAA, ANY = Convention.OPENAI_AGENTS, Convention.ANY
-ATTR, SET, MERGED = Read.ATTR, Read.ATTR_SET, Read.MERGED
+OAA, ANY, GENERIC = Convention.OPENAI_AGENTS, Convention.ANY, Convention.GENERIC
+ATTR, SET, MERGED, KEY_MATCH = Read.ATTR, Read.ATTR_SET, Read.MERGED, Read.KEY_MATCH
 NAME_AFTER, NAME, FUNCTION, EVENTS = Read.NAME_AFTER, Read.NAME, Read.FUNCTION, Read.EVENTS
 
 ROWS: Final[tuple[Row, ...]] = (
@@ -740,6 +811,8 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.TOOL_NAME, OLLM, ATTR, Traceloop.ENTITY_NAME, str, "OpenLLMetry `tool` entity (§3.1)", when=traceloop_tool),
     Row(F.TOOL_NAME, GENAI, NAME_AFTER, EXECUTE_TOOL_SPAN_PREFIX, None,
         "semconv span name `execute_tool {gen_ai.tool.name}` (§1.2)"),
+    Row(F.TOOL_NAME, GENERIC, KEY_MATCH, Generic.TOOL_NAME_KEY, as_text, "generic evidence: a key naming a tool",
+        when=generic_span),
     Row(F.TOOL_NAME, ANY, NAME, "the span name", None,
         "last resort (OpenInference names TOOL spans after the tool, §2)"),
     # ---- call id
@@ -747,6 +820,8 @@ ROWS: Final[tuple[Row, ...]] = (
         "semconv v1.31; ADK `<not specified>` = none (§1.3, §4.1)"),
     Row(F.CALL_ID, OI, SET, OpenInference.TOOL_ID, call_id_text, "OpenInference `tool.id` (§2, ADK enrichment §4.1)"),
     Row(F.CALL_ID, OI, SET, OpenInference.TOOL_CALL_ID, call_id_text, "OpenInference `tool_call.id` (§2)"),
+    Row(F.CALL_ID, GENERIC, KEY_MATCH, Generic.TOOL_CALL_ID_KEY, call_id_text, "generic evidence: a call-id key",
+        when=generic_span),
     Row(F.CALL_ID, STRANDS, EVENTS, "`gen_ai.tool.message` event: `id`", as_text,
         "strands legacy span events (§4.3)", tier=2),
     # ---- arguments
@@ -759,6 +834,8 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.ARGUMENTS, GADK, ATTR, ADK.TOOL_CALL_ARGS, decode_arguments, "ADK 1.x tool span (§4.1)"),
     Row(F.ARGUMENTS, OLLM, ATTR, Traceloop.ENTITY_INPUT, unwrap_traceloop_input,
         "OpenLLMetry `{args, kwargs}` / LangChain envelope (§3.1, §3.2)"),
+    Row(F.ARGUMENTS, GENERIC, KEY_MATCH, Generic.TOOL_INPUT_KEY, decode_arguments,
+        "generic evidence: an input / arguments key", when=generic_span),
     Row(F.ARGUMENTS, STRANDS, EVENTS, "`gen_ai.tool.message` event: `content`", decode_arguments,
         "strands legacy span events (§4.3)", tier=2),
     Row(F.ARGUMENTS, STRANDS, EVENTS, "operation-details event: `gen_ai.input.messages` `tool_call` part", None,
@@ -773,6 +850,8 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.RESULT, GADK, ATTR, ADK.TOOL_RESPONSE, decode_result, "ADK 1.x tool span (§4.1)"),
     Row(F.RESULT, OLLM, ATTR, Traceloop.ENTITY_OUTPUT, unwrap_traceloop_output,
         "OpenLLMetry `{output, kwargs}` envelope (§3.1, §3.2)"),
+    Row(F.RESULT, GENERIC, KEY_MATCH, Generic.TOOL_OUTPUT_KEY, decode_result,
+        "generic evidence: an output / result key", when=generic_span),
     Row(F.RESULT, STRANDS, EVENTS, "`gen_ai.choice` event: `message`", decode_result,
         "strands legacy span events (§4.3)", tier=2),
     Row(F.RESULT, STRANDS, EVENTS, "operation-details event: `gen_ai.output.messages` `tool_call_response` part", None,
@@ -803,6 +882,8 @@ ROWS: Final[tuple[Row, ...]] = (
         "semconv v1.28–v1.36 events, v1.27 span events (§1.5)", tier=5, reader=event_output_messages),
     Row(F.OUTPUT_MESSAGES, OI, ATTR, OpenInference.OUTPUT_VALUE, parse_output_messages,
         "OpenInference LLM span: the response body (§2)", when=llm_span, tier=6),
+    Row(F.OUTPUT_MESSAGES, GENERIC, FUNCTION, "a `…response.text` key and a `…tool_calls` list", None,
+        "generic evidence", when=generic_span, tier=7, reader=generic_output),
     # ---- tools offered to the model
     Row(F.TOOLS_OFFERED, GENAI, MERGED, GenAI.TOOL_DEFINITIONS, genai_tool_definitions,
         "semconv v1.38, on the span or its operation-details event (§1.3)"),
@@ -819,6 +900,7 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.MODEL, GENAI, SET, GenAI.REQUEST_MODEL, as_text, "semconv (§1.3); OpenLLMetry too (§3.3)"),
     Row(F.MODEL, OI, SET, OpenInference.MODEL_NAME, as_text, "OpenInference (§2)"),
     Row(F.MODEL, PYD, SET, PydanticAI.MODEL_NAME, as_text, "pydantic-ai agent span (§4.2)"),
+    Row(F.MODEL, GENERIC, KEY_MATCH, Generic.MODEL_KEY, as_text, "generic evidence: a model key", when=generic_span),
     Row(F.PROVIDER, GENAI, SET, GenAI.PROVIDER, as_text, "semconv v1.37 (§1.3)"),
     Row(F.PROVIDER, GENAI, SET, GenAI.SYSTEM, as_text, "semconv ≤ v1.36, deprecated since v1.37; OpenLLMetry (§1.3)"),
     Row(F.PROVIDER, OI, SET, OpenInference.PROVIDER, as_text, "OpenInference (§2)"),
@@ -926,10 +1008,52 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(F.TOOL_KIND, "mcp", Convention.MCP, has(MCP.METHOD), "MCP semconv `mcp.method.name`"),
     Rule(F.TOOL_KIND, "agent", GENAI, text_in(GenAI.TOOL_TYPE, *AgentToolTypes.VALUES),
          "`gen_ai.tool.type` of agent tools (ADK `AgentTool`, §4.1, §8.5)"),
+    # ---- a failed tool whose status and events do not say so (status ERROR, `error.type` and an `exception`
+    # event always do)
+    Rule(F.TOOL_FAILED, True, STRANDS, value_in(Strands.TOOL_STATUS, "error"), "strands `gen_ai.tool.status` (§4.3)"),
+    Rule(F.TOOL_FAILED, True, PYD, has(PydanticAI.TOOL_FAILURE_STAGE), "pydantic-ai tool failure stage (§4.2)"),
+    Rule(F.TOOL_FAILED, True, OLLM, value_in(Traceloop.TASK_STATUS, "failure"), "OpenLLMetry task status (§3.1)"),
+    # ---- generic evidence: read only from spans in which no known convention's key or scope is seen
+    Rule(F.ROLE, Role.TOOL, GENERIC, key_matches(Generic.TOOL_NAME_KEY),
+         "generic: a key naming a tool, and an input or output key", also=key_matches(Generic.TOOL_IO_KEY)),
+    Rule(F.ROLE, Role.LLM, GENERIC, key_matches(Generic.TOOL_CALLS_KEY), "generic: a list of tool calls"),
+    Rule(F.ROLE, Role.LLM, GENERIC, key_matches(Generic.MODEL_KEY), "generic: a model key and a response-text key",
+         also=key_matches(Generic.OUTPUT_TEXT_KEY)),
 )  # fmt: skip
+
+KNOWN_RULES: Final = tuple(r for r in RULES if r.convention is not Convention.GENERIC)
+"""The rules of the known conventions; :data:`GENERIC_RULES` are read only where none of them holds."""
+GENERIC_RULES: Final = tuple(r for r in RULES if r.convention is Convention.GENERIC)
 
 ROLE_DEFAULT: Final = Role.OTHER
 TOOL_KIND_DEFAULT: Final = "function"
+
+# --------------------------------------------------------------------------- which conventions a span speaks
+
+CONVENTION_KEY_PREFIXES: Final[tuple[tuple[str, Convention], ...]] = (
+    ("gen_ai.", GENAI),
+    ("openinference.", OI),
+    ("llm.", OI),
+    ("input.value", OI),
+    ("output.value", OI),
+    ("tool.", OI),
+    ("traceloop.", OLLM),
+    ("gcp.vertex.agent.", GADK),
+    ("pydantic_ai.", PYD),
+    ("logfire.", PYD),
+)
+"""An attribute key starting with the prefix shows the convention (the first prefix that matches)."""
+CONVENTION_KEYS: Final[Mapping[str, Convention]] = {
+    PydanticAI.TOOL_ARGUMENTS: PYD,
+    PydanticAI.FINAL_RESULT: PYD,
+}
+"""Attribute keys that show a convention by themselves."""
+CONVENTION_SCOPES: Final[tuple[tuple[str, Convention], ...]] = (
+    ("strands", STRANDS),
+    (ADK.SCOPE, GADK),
+    ("pydantic-ai", PYD),
+)
+"""An instrumentation scope name starting with the prefix shows the convention."""
 
 # --------------------------------------------------------------------------- the interpreter
 #
@@ -1002,13 +1126,18 @@ def _tier(rows: list[Row]) -> Tier:
 
         return single
     steps = tuple((r.read, r.key, r.decode, r.when, r.reader) for r in rows)
+    patterns = {r.key: re.compile(r.key, re.IGNORECASE) for r in rows if r.read is Read.KEY_MATCH}
 
     def tier(v: SpanView) -> Any:
         a = v.attrs
         for read, key, decode, when, reader in steps:
             if when is not None and not when(v):
                 continue
-            if read is _ATTR:
+            if read is _KEY_MATCH:
+                raw = first_matching(a, patterns[key])
+                if raw is None:
+                    continue
+            elif read is _ATTR:
                 raw = a.get(key)
                 if raw is None:
                     continue
@@ -1037,7 +1166,15 @@ def _tier(rows: list[Row]) -> Tier:
     return tier
 
 
-_ATTR, _SET, _MERGED, _NAME_AFTER, _NAME = ATTR, SET, MERGED, NAME_AFTER, NAME
+_ATTR, _SET, _MERGED, _NAME_AFTER, _NAME, _KEY_MATCH = ATTR, SET, MERGED, NAME_AFTER, NAME, Read.KEY_MATCH
+
+
+def first_matching(attrs: Mapping[str, Any], pattern: re.Pattern[str]) -> Any:
+    """The value of the first attribute (in the span's order) whose key matches ``pattern`` and is not None."""
+    for key, value in attrs.items():
+        if value is not None and pattern.search(key):
+            return value
+    return None
 
 
 def fact_reader(fact: Fact, rows: tuple[Row, ...] = ROWS) -> FactReader:
@@ -1094,6 +1231,11 @@ def _holds(test: Condition) -> Callable[[SpanRecord, Mapping[str, Any]], bool]:
         return lambda span, a: key in a
     if check is Check.HAS_PREFIX:
         return lambda span, a: any(k.startswith(key) for k in a)
+    if check is Check.KEY_MATCHES:
+        pattern = re.compile(key, re.IGNORECASE)
+        return lambda span, a: any(pattern.search(k) for k in a)
+    if check is Check.IS_TRUE:
+        return lambda span, a: a.get(key) is True or (isinstance(a.get(key), str) and a[key].strip().lower() == "true")
     if check is Check.NAME_IS:
         return lambda span, a: span.name == key
     if check is Check.NAME_STARTS:
@@ -1208,6 +1350,8 @@ def render_markdown(rows: tuple[Row, ...] = ROWS, rules: tuple[Rule, ...] = RULE
             out.append("|---|---|---|---|---|---|---|---|")
             for i, row in enumerate(fact_rows, 1):
                 key = row.key if row.read in (Read.FUNCTION, Read.EVENTS, Read.NAME) else f"`{row.key}`"
+                if row.read is Read.KEY_MATCH:
+                    key = "`" + row.key.replace("|", "\\|") + "`"
                 if row.read is Read.FUNCTION:
                     key += f" ({_fn_name(row.reader)})"
                 out.append(

@@ -17,10 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from monitor.trajectory.keytable import (
+    CONVENTION_KEY_PREFIXES,
+    CONVENTION_KEYS,
+    CONVENTION_SCOPES,
     FLATTENED_PREFIXES,
+    GENERIC_RULES,
+    KNOWN_RULES,
     RESULT_UNWRAPPERS,
     ROLE_DEFAULT,
     TOOL_KIND_DEFAULT,
+    Convention,
     Fact,
     Role,
     SpanView,
@@ -54,18 +60,17 @@ from monitor.trajectory.model import (
     Usage,
 )
 from monitor.trajectory.semconv import (
-    ADK,
     Events,
     GenAI,
     ModelCallIdentity,
     OpenAIAgents,
     PydanticAI,
     Strands,
-    Traceloop,
 )
 from monitor.trajectory.spans import STATUS_ERROR, SpanEvent, SpanRecord
 
 __all__ = [
+    "GENERIC",
     "Role",
     "SpanFacts",
     "detect_role",
@@ -122,7 +127,9 @@ class SpanFacts:
 # Each reader below is one fact's rows (rules) of the key table: ``_TOOL_NAME(view)`` reads them in
 # the table's priority order.
 
-_ROLE: Final = fact_classifier(Fact.ROLE, ROLE_DEFAULT)
+_ROLE: Final = fact_classifier(Fact.ROLE, ROLE_DEFAULT, KNOWN_RULES)
+_GENERIC_ROLE: Final = fact_classifier(Fact.ROLE, ROLE_DEFAULT, GENERIC_RULES)
+_TOOL_FAILED: Final = fact_classifier(Fact.TOOL_FAILED, False)
 _TOOL_KIND: Final = fact_classifier(Fact.TOOL_KIND, TOOL_KIND_DEFAULT)
 _HANDOFF_TARGET: Final = fact_reader(Fact.HANDOFF_TARGET)
 _TOOL_NAME: Final = fact_reader(Fact.TOOL_NAME)
@@ -146,6 +153,8 @@ _AGENT_NAME: Final = fact_reader(Fact.AGENT_NAME)
 _SPAN_AGENT_NAME: Final = fact_reader(Fact.SPAN_AGENT_NAME)
 _CONVERSATION_ID: Final = fact_reader(Fact.CONVERSATION_ID)
 _UNSET: Final = object()
+GENERIC: Final = Convention.GENERIC.value
+"""The ``conventions`` label of a span read from generic evidence only."""
 
 
 # --------------------------------------------------------------------------- role detection
@@ -158,28 +167,21 @@ def detect_role(span: SpanRecord) -> Role:
 
 
 def _conventions(a: Mapping[str, Any], span: SpanRecord) -> set[str]:
+    """The conventions whose keys (``CONVENTION_KEY_PREFIXES``, ``CONVENTION_KEYS``) or instrumentation scope
+    (``CONVENTION_SCOPES``) the span shows."""
     seen: set[str] = set()
     for key in a:
-        if key.startswith("gen_ai."):
-            seen.add("gen_ai")
-        elif key.startswith(("openinference.", "llm.", "input.value", "output.value", "tool.")):
-            seen.add("openinference")
-        elif key.startswith("traceloop."):
-            seen.add("openllmetry")
-        elif key.startswith("gcp.vertex.agent."):
-            seen.add("adk")
-        elif key.startswith(("pydantic_ai.", "logfire.")) or key in (
-            PydanticAI.TOOL_ARGUMENTS,
-            PydanticAI.FINAL_RESULT,
-        ):
-            seen.add("pydantic_ai")
-    if span.scope_name.startswith("strands"):
-        seen.add("strands")
-    elif span.scope_name == ADK.SCOPE:
-        seen.add("adk")
-    elif span.scope_name == "pydantic-ai":
-        seen.add("pydantic_ai")
+        if key.startswith(_CONVENTION_PREFIXES):
+            seen.add(next(c.value for prefix, c in CONVENTION_KEY_PREFIXES if key.startswith(prefix)))
+        elif key in CONVENTION_KEYS:
+            seen.add(CONVENTION_KEYS[key].value)
+    if span.scope_name.startswith(_SCOPE_PREFIXES):
+        seen.add(next(c.value for prefix, c in CONVENTION_SCOPES if span.scope_name.startswith(prefix)))
     return seen
+
+
+_CONVENTION_PREFIXES: Final = tuple(prefix for prefix, _ in CONVENTION_KEY_PREFIXES)
+_SCOPE_PREFIXES: Final = tuple(prefix for prefix, _ in CONVENTION_SCOPES)
 
 
 # --------------------------------------------------------------------------- content from events
@@ -263,14 +265,7 @@ def _error(span: SpanRecord) -> ToolError | None:
     exc_type = as_text(exc.attributes.get(Events.EXCEPTION_TYPE)) if exc else None
     exc_msg = as_text(exc.attributes.get(Events.EXCEPTION_MESSAGE)) if exc else None
     error_type = as_text(a.get(GenAI.ERROR_TYPE))
-    failed = (
-        span.status_code == STATUS_ERROR
-        or error_type is not None
-        or exc is not None
-        or a.get(Strands.TOOL_STATUS) == "error"
-        or a.get(PydanticAI.TOOL_FAILURE_STAGE) is not None
-        or a.get(Traceloop.TASK_STATUS) == "failure"
-    )
+    failed = span.status_code == STATUS_ERROR or error_type is not None or exc is not None or _TOOL_FAILED(span)
     if not failed:
         return None
     kind = error_type or exc_type or as_text(a.get(PydanticAI.TOOL_FAILURE_STAGE)) or "error"
@@ -419,10 +414,22 @@ def _common(f: SpanFacts, v: SpanView) -> None:
 
 
 def normalize(span: SpanRecord) -> SpanFacts:
-    """All a span says about the run, whatever convention(s) it speaks. Never raises on content."""
+    """All a span says about the run, whatever convention(s) it speaks. Never raises on content.
+
+    A span in which no known convention is seen, and that no known rule gives a role, is read from
+    generic evidence (the ``generic`` rules and rows of the key table): then ``conventions`` is
+    ``{"generic"}``."""
     role = detect_role(span)
-    f = SpanFacts(span=span, role=role, conventions=_conventions(span.attributes, span))
+    conventions = _conventions(span.attributes, span)
+    generic = False
+    if role is Role.OTHER and not conventions:
+        role = _GENERIC_ROLE(span)
+        if role is not Role.OTHER:
+            generic = True
+            conventions.add(GENERIC)
+    f = SpanFacts(span=span, role=role, conventions=conventions)
     v = SpanView(span, role)
+    v.generic = generic
     if role is Role.TOOL:
         _tool_facts(f, v)
     elif role in (Role.AGENT, Role.WORKFLOW):

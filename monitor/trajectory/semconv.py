@@ -240,6 +240,29 @@ class ModelCallIdentity:
     within a few spans of each other, and the bound keeps the comparison linear."""
 
 
+class Generic:
+    """Evidence read from a span that no known convention recognizes (``convention: generic``).
+
+    Patterns over attribute keys (matched with ``re.search``, ignoring case), not keys: an unknown
+    framework is read from the shape of its keys. ``acme.tool.name`` + ``acme.tool.input`` is a tool span;
+    ``acme.response.tool_calls`` holding a JSON list of calls is a model span."""
+
+    TOOL_NAME_KEY: Final = r"(?:^|[._])tool(?:_?call)?[._]?name$"
+    TOOL_INPUT_KEY: Final = (
+        r"(?:^|[._])(?:tool(?:_?call)?[._])?(?:input|inputs|args|arguments|params|parameters)(?:\.value)?$"
+    )
+    TOOL_OUTPUT_KEY: Final = r"(?:^|[._])(?:tool(?:_?call)?[._])?(?:output|outputs|result|response)(?:\.value)?$"
+    TOOL_IO_KEY: Final = f"{TOOL_INPUT_KEY}|{TOOL_OUTPUT_KEY}"
+    TOOL_CALL_ID_KEY: Final = r"(?:^|[._])(?:tool_?)?call[._]?id$"
+    TOOL_CALLS_KEY: Final = r"(?:^|[._])tool_?calls$"
+    MODEL_KEY: Final = r"(?:^|[._])model(?:[._](?:id|name))?$|(?:^|[._])model_name$"
+    OUTPUT_TEXT_KEY: Final = r"(?:^|[._])(?:response|output|completion)[._]text$"
+    # the parts of one call in a generic tool-call list
+    CALL_NAME_FIELDS: Final = ("name", "toolName", "tool_name", "function.name")
+    CALL_ID_FIELDS: Final = ("id", "toolCallId", "tool_call_id", "call_id", "callId")
+    CALL_ARGS_FIELDS: Final = ("arguments", "args", "input", "parameters", "function.arguments")
+
+
 class Monitor:
     """Our own attributes (offline evaluation keys, decode markers)."""
 

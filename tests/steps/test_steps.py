@@ -226,6 +226,26 @@ def test_rebuild_builds_runs_and_refuses_a_trace_deeper_than_the_limit(parts: Pa
     assert len(end.messages) == 2  # both go on: their offsets move
 
 
+def test_rebuild_and_observe_count_the_spans_of_a_framework_no_convention_reads_per_scope(parts: Parts) -> None:
+    rec = Recorder(service="acme")
+    tracer = rec.provider.get_tracer("acme.agents", "0.3")
+    with span(tracer, "acme.run"), span(tracer, "acme.step"):
+        pass  # no key of any convention, no generic evidence: no run at all
+    end_asm: Collect[Work] = Collect()
+    assemble = assemble_step(parts, end_asm)
+    value = bytes(encode_spans(rec.spans()).SerializeToString())
+    assemble.submit(Message(Decoded(TP, 0, DecodeStep_spans(parts, MemoryRecord(TOPIC, 0, 0, b"a", value)), None, 1)))
+    assemble.poll()
+    [work] = [w for w in end_asm.payloads if w is not None]
+    end: Collect[Work] = Collect()
+    observe = ObserveStep(end, metrics=parts.metrics, stats=parts.stats)
+    RebuildStep(observe, parts.settings, guard=ReplayGuard(parts.store)).submit(Message(work))
+    assert work.runs == [] and work.rejected is None
+    assert metric(parts, 'monitor_spans_unrecognized_total{scope="acme.agents"}') == 2
+    [known] = rebuilt(parts, 1)  # the agent traffic speaks known conventions: nothing counted
+    assert known.runs and not known.unrecognized
+
+
 # ---------------------------------------------------------------------------------------------------- sample + score
 
 
