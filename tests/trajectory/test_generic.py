@@ -157,4 +157,4 @@ def test_explain_reads_known_frameworks_as_read_or_structure() -> None:
             assert note.verdict != "generic", (path, note)
             if note.verdict == "not_read":
                 assert "the tool's own work" in note.reason, (path, note)
-    assert seen["read"] > 500 and seen["structure"] > 0
+    assert seen["read"] > 400 and seen["structure"] > 0
