@@ -26,6 +26,7 @@ message lists) are the named functions below, referenced from the rows.
 
 from __future__ import annotations
 
+import ast
 import enum
 import json
 import re
@@ -61,14 +62,20 @@ from monitor.trajectory.semconv import (
     INVOKE_AGENT_SPAN_PREFIX,
     MCP,
     AgentToolTypes,
+    DSPy,
+    Events,
     GenAI,
     Generic,
+    Haystack,
+    LangChain,
     Op,
     OpenAIAgents,
     OpenInference,
     PydanticAI,
+    PythonCallWrappers,
     Strands,
     Traceloop,
+    VercelAI,
 )
 from monitor.trajectory.spans import SpanRecord
 
@@ -120,6 +127,9 @@ class Convention(enum.StrEnum):
     PYDANTIC_AI = "pydantic_ai"
     STRANDS = "strands"
     OPENAI_AGENTS = "openai_agents"  # openai-agents SDK as its instrumentations write it
+    VERCEL_AI = "vercel_ai"  # Vercel AI SDK's own `ai.*` telemetry
+    HAYSTACK = "haystack"  # Haystack agents through opentelemetry-haystack
+    DSPY = "dspy"  # DSPy through openinference-instrumentation-dspy (OpenInference keys, DSPy's span names)
     MCP = "mcp"
     GENERIC = "generic"  # no known convention: evidence read from the shape of the keys (semconv.Generic)
     ANY = "any"  # no convention: the span's own name, or a fact read before
@@ -152,6 +162,7 @@ class Fact(enum.StrEnum):
     SPAN_AGENT_NAME = "span.agent_name"
     CONVERSATION_ID = "conversation_id"
     TOOL_FAILED = "tool_failed"
+    TOOL_SUCCEEDED = "tool_succeeded"
 
 
 FACT_SCOPE: Final[Mapping[Fact, str]] = {
@@ -179,6 +190,8 @@ FACT_SCOPE: Final[Mapping[Fact, str]] = {
     Fact.SPAN_AGENT_NAME: "every span that has no agent name yet",
     Fact.CONVERSATION_ID: "every span",
     Fact.TOOL_FAILED: "tool spans whose status is not ERROR and that carry no `error.type` nor exception event",
+    Fact.TOOL_SUCCEEDED: "tool spans whose status is ERROR but that carry no `error.type` nor exception event: "
+    "evidence that the status is not the call's own",
 }
 
 
@@ -205,6 +218,7 @@ class Check(enum.Enum):
     HAS_TEXT = "has text"  # the attribute is a non-blank string
     HAS = "present"  # the attribute is present, whatever its value
     HAS_PREFIX = "some key starts with"
+    NO_EVENT = "has no event named"
     KEY_MATCHES = "some key matches"  # a regular expression (re.search) over the attribute keys
     IS_TRUE = "is true"  # the attribute is the boolean true (or the text "true")
     NAME_IS = "span name is"
@@ -255,6 +269,10 @@ def has_text(key: str) -> Condition:
 
 def has(key: str) -> Condition:
     return Condition(Check.HAS, key)
+
+
+def no_event(name: str) -> Condition:
+    return Condition(Check.NO_EVENT, name)
 
 
 def has_prefix(prefix: str) -> Condition:
@@ -716,6 +734,208 @@ def weak_span_name(v: SpanView) -> str:
     return v.span.name
 
 
+# --------------------------------------------------------------------------- framework decoders
+
+
+def _redacted(value: Any) -> bool:
+    return isinstance(value, str) and value == OpenInference.REDACTED
+
+
+def oi_value_messages(value: Any) -> Messages | None:
+    """OpenInference ``input.value`` as messages; a hidden input (``__REDACTED__``) gives none."""
+    return None if _redacted(value) else parse_messages(value)
+
+
+def oi_value_output_messages(value: Any) -> Messages | None:
+    """OpenInference ``output.value`` as assistant messages; a hidden output gives none."""
+    return None if _redacted(value) else parse_output_messages(value)
+
+
+def oi_text(value: Any) -> str | None:
+    """OpenInference ``output.value`` as an answer; a hidden output gives none."""
+    return None if _redacted(value) else text_from_value(value)
+
+
+def oi_arguments(value: Any) -> Captured:
+    """OpenInference ``input.value`` of a TOOL span; a hidden input (``__REDACTED__``) was not captured."""
+    return ABSENT if _redacted(value) else decode_arguments(value)
+
+
+def oi_result(value: Any) -> Captured:
+    """OpenInference ``output.value`` of a TOOL span; a hidden output (``__REDACTED__``) was not captured."""
+    return ABSENT if _redacted(value) else decode_result(value)
+
+
+def unwrap_python_call(value: Any) -> Captured:
+    """A Python call wrapper as the arguments it carries: ``{"kwargs": {...}}`` → the kwargs;
+    ``{"args": [x], "kwargs": {}}`` with one mapping → it; wrapper flags (``sanitize_inputs_outputs``) are left out."""
+    if _redacted(value):
+        return ABSENT
+    decoded = decode_arguments(value)
+    if isinstance(decoded, Mapping) and ("kwargs" in decoded or "args" in decoded):
+        rest = set(decoded) - {"args", "kwargs"} - PythonCallWrappers.FLAGS
+        if not rest:
+            kwargs = decoded.get("kwargs") or {}
+            args = decoded.get("args") or []
+            if isinstance(kwargs, Mapping) and isinstance(args, list):
+                if not args:
+                    return dict(kwargs)
+                if not kwargs and len(args) == 1 and isinstance(args[0], Mapping):
+                    return dict(args[0])
+                return {"args": args, **kwargs}
+    return decoded
+
+
+def dspy_tool_name(name: str) -> str | None:
+    """``get_weather.__call__`` → ``get_weather``; None for a span name without the suffix."""
+    for suffix in DSPy.TOOL_NAME_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+def dspy_module_name(v: SpanView) -> str | None:
+    """A DSPy program's class from its root span name (``WeatherAgent.forward`` → ``WeatherAgent``), weak."""
+    name = v.span.name
+    for suffix in DSPy.MODULE_NAME_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            v.weak_name = True
+            return name[: -len(suffix)]
+    return None
+
+
+def dspy_input(value: Any) -> Messages | None:
+    """A DSPy module's inputs (``{"input_args": {...}}`` for ReAct, the fields themselves for a program's
+    ``forward``): one text field is the user's request; several are given as JSON."""
+    if _redacted(value):
+        return None
+    decoded = loads(value)
+    if not isinstance(decoded, Mapping):
+        return None
+    fields = decoded.get(DSPy.INPUT_ARGS, decoded)  # ReAct wraps its inputs; a program's forward() does not
+    if not isinstance(fields, Mapping):
+        return None
+    if not fields:
+        return None
+    texts = [v for v in fields.values() if isinstance(v, str)]
+    text = texts[0] if len(fields) == 1 and texts else json_text(dict(fields))
+    return (Message("user", (TextPart(text),)),)
+
+
+def dspy_prediction(value: Any) -> str | None:
+    """A DSPy Prediction's answer: its one output field that is not the trajectory or the reasoning."""
+    if _redacted(value):
+        return None
+    decoded = loads(value)
+    if not isinstance(decoded, Mapping):
+        return None
+    answers = {k: v for k, v in decoded.items() if k not in DSPy.NOT_ANSWERS}
+    if len(answers) == 1:
+        only = next(iter(answers.values()))
+        return only if isinstance(only, str) else json_text(only)
+    return json_text(answers) if answers else None
+
+
+def vercel_prompt(value: Any) -> Messages | None:
+    """The root span's ``ai.prompt``: ``{"system", "prompt"}`` or ``{"system", "messages"}``."""
+    decoded = loads(value)
+    if not isinstance(decoded, Mapping):
+        return parse_messages(decoded)
+    out: list[Message] = []
+    system = decoded.get("system")
+    if isinstance(system, str) and system:
+        out.append(Message("system", (TextPart(system),)))
+    prompt = decoded.get("prompt")
+    if isinstance(prompt, str) and prompt:
+        out.append(Message("user", (TextPart(prompt),)))
+    else:
+        out.extend(parse_messages(decoded.get("messages", prompt)) or ())
+    return tuple(out) or None
+
+
+def vercel_output(v: SpanView) -> Messages | None:
+    """A Vercel model span's answer: ``ai.response.text`` and the calls of ``ai.response.toolCalls``."""
+    text = as_text(v.attrs.get(VercelAI.RESPONSE_TEXT))
+    calls = v.attrs.get(VercelAI.RESPONSE_TOOL_CALLS)
+    parts: list[Part] = [TextPart(text)] if text else []
+    parts.extend(tool_call_list(calls) if calls is not None else ())
+    return (Message("assistant", tuple(parts)),) if parts else None
+
+
+_HAYSTACK_MESSAGE_REPR: Final = re.compile(
+    r"ChatMessage\(_role=<ChatRole\.\w+: '(\w+)'>, _content=\[(.*?)\], _name=", re.S
+)
+_HAYSTACK_TEXT_REPR: Final = re.compile(r"TextContent\(text=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\)")
+
+
+def haystack_messages(value: Any) -> Messages | None:
+    """Haystack's ``{"messages": [ChatMessage.to_dict()]}``; when a value was not JSON-serializable (a
+    streaming callback) Haystack writes ``str()`` of the dict instead: the texts of its ``ChatMessage`` reprs are
+    read then (tool calls in a repr are not)."""
+    decoded = loads(value)
+    if not isinstance(decoded, str):
+        return parse_messages(decoded)
+    out: list[Message] = []
+    for role, content in _HAYSTACK_MESSAGE_REPR.findall(decoded):
+        texts: list[Part] = []
+        for quoted in _HAYSTACK_TEXT_REPR.findall(content):
+            try:
+                text = ast.literal_eval(quoted)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(text, str):
+                texts.append(TextPart(text))
+        out.append(Message(normalize_role(role), tuple(texts)))
+    return tuple(out) or None
+
+
+def _haystack_reply_meta(v: SpanView) -> Mapping[str, Any]:
+    output = loads(v.attrs.get(Haystack.LLM_OUTPUT))
+    replies = output.get("replies") if isinstance(output, Mapping) else None
+    first = replies[0] if isinstance(replies, list) and replies else None
+    meta = first.get("meta") if isinstance(first, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def haystack_model(v: SpanView) -> str | None:
+    return as_text(_haystack_reply_meta(v).get("model"))
+
+
+def _haystack_usage(v: SpanView, key: str) -> int | None:
+    usage = _haystack_reply_meta(v).get("usage")
+    return as_count(usage.get(key)) if isinstance(usage, Mapping) else None
+
+
+def haystack_input_tokens(v: SpanView) -> int | None:
+    return _haystack_usage(v, "prompt_tokens")
+
+
+def haystack_output_tokens(v: SpanView) -> int | None:
+    return _haystack_usage(v, "completion_tokens")
+
+
+def haystack_tools(value: Any) -> tuple[ToolDef, ...] | None:
+    return parse_tool_definitions(value, Haystack.AGENT_TOOLS)
+
+
+def langchain_agent_name(value: Any) -> str | None:
+    """``lc_agent_name`` of OpenInference's ``metadata`` (LangChain.js ``createAgent``'s name)."""
+    metadata = loads(value)
+    return as_text(metadata.get(LangChain.AGENT_NAME_METADATA)) if isinstance(metadata, Mapping) else None
+
+
+def invocation_tools(value: Any) -> tuple[ToolDef, ...] | None:
+    """The ``tools`` of OpenInference's ``llm.invocation_parameters`` (kept when inputs are hidden)."""
+    params = loads(value)
+    if isinstance(params, Mapping) and isinstance(params.get("tools"), list):
+        return parse_tool_definitions(params["tools"], OpenInference.INVOCATION_PARAMETERS)
+    return None
+
+
+def vercel_tools(value: Any) -> tuple[ToolDef, ...] | None:
+    return parse_tool_definitions(value, VercelAI.PROMPT_TOOLS)
+
+
 # --------------------------------------------------------------------------- generic evidence (no known convention)
 
 _GENERIC_TOOL_CALLS: Final = re.compile(Generic.TOOL_CALLS_KEY, re.IGNORECASE)
@@ -770,6 +990,22 @@ def generic_span(v: SpanView) -> bool:
     return v.generic
 
 
+def python_call_wrapper(v: SpanView) -> bool:
+    return v.span.scope_name in PythonCallWrappers.SCOPES
+
+
+def dspy_span(v: SpanView) -> bool:
+    return v.span.scope_name == DSPy.SCOPE
+
+
+def dspy_root(v: SpanView) -> bool:
+    return v.span.scope_name == DSPy.SCOPE and v.span.parent_span_id is None
+
+
+def haystack_agent_component(v: SpanView) -> bool:
+    return bool(v.attrs.get(Haystack.COMPONENT_TYPE) == Haystack.AGENT_COMPONENT)
+
+
 def traceloop_tool(v: SpanView) -> bool:
     return v.attrs.get(Traceloop.SPAN_KIND) == Traceloop.KIND_TOOL
 
@@ -796,6 +1032,7 @@ F = Fact
 GENAI, OI, OLLM = Convention.GENAI, Convention.OPENINFERENCE, Convention.OPENLLMETRY
 GADK, PYD, STRANDS = Convention.ADK, Convention.PYDANTIC_AI, Convention.STRANDS
 OAA, ANY, GENERIC = Convention.OPENAI_AGENTS, Convention.ANY, Convention.GENERIC
+VAI, HAY, DSP = Convention.VERCEL_AI, Convention.HAYSTACK, Convention.DSPY
 ATTR, SET, MERGED, KEY_MATCH = Read.ATTR, Read.ATTR_SET, Read.MERGED, Read.KEY_MATCH
 NAME_AFTER, NAME, FUNCTION, EVENTS = Read.NAME_AFTER, Read.NAME, Read.FUNCTION, Read.EVENTS
 
@@ -809,6 +1046,10 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.TOOL_NAME, GENAI, SET, GenAI.TOOL_NAME, str, "semconv v1.31 execute_tool; required since v1.41 (§1.2)"),
     Row(F.TOOL_NAME, OI, SET, OpenInference.TOOL_NAME, str, "OpenInference TOOL span (§2)"),
     Row(F.TOOL_NAME, OLLM, ATTR, Traceloop.ENTITY_NAME, str, "OpenLLMetry `tool` entity (§3.1)", when=traceloop_tool),
+    Row(F.TOOL_NAME, VAI, SET, VercelAI.TOOL_NAME, str, "Vercel AI SDK `ai.toolCall` span"),
+    Row(F.TOOL_NAME, HAY, SET, Haystack.TOOL_NAME, str, "Haystack `haystack.agent.step.tool` span"),
+    Row(F.TOOL_NAME, DSP, NAME, "the span name before `.__call__`", dspy_tool_name,
+        "openinference-instrumentation-dspy names tool spans `<tool>.__call__` (no `tool.name`)", when=dspy_span),
     Row(F.TOOL_NAME, GENAI, NAME_AFTER, EXECUTE_TOOL_SPAN_PREFIX, None,
         "semconv span name `execute_tool {gen_ai.tool.name}` (§1.2)"),
     Row(F.TOOL_NAME, GENERIC, KEY_MATCH, Generic.TOOL_NAME_KEY, as_text, "generic evidence: a key naming a tool",
@@ -820,6 +1061,7 @@ ROWS: Final[tuple[Row, ...]] = (
         "semconv v1.31; ADK `<not specified>` = none (§1.3, §4.1)"),
     Row(F.CALL_ID, OI, SET, OpenInference.TOOL_ID, call_id_text, "OpenInference `tool.id` (§2, ADK enrichment §4.1)"),
     Row(F.CALL_ID, OI, SET, OpenInference.TOOL_CALL_ID, call_id_text, "OpenInference `tool_call.id` (§2)"),
+    Row(F.CALL_ID, VAI, SET, VercelAI.TOOL_ID, call_id_text, "Vercel AI SDK `ai.toolCall` span"),
     Row(F.CALL_ID, GENERIC, KEY_MATCH, Generic.TOOL_CALL_ID_KEY, call_id_text, "generic evidence: a call-id key",
         when=generic_span),
     Row(F.CALL_ID, STRANDS, EVENTS, "`gen_ai.tool.message` event: `id`", as_text,
@@ -828,7 +1070,12 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.ARGUMENTS, OLLM, ATTR, GenAI.TOOL_CALL_ARGUMENTS, unwrap_traceloop_input,
         "OpenLLMetry LangChain writes its envelope here too (§3.2, §8.8)", when=traceloop_tool),
     Row(F.ARGUMENTS, GENAI, ATTR, GenAI.TOOL_CALL_ARGUMENTS, decode_arguments, "semconv v1.38, opt-in (§1.3)"),
-    Row(F.ARGUMENTS, OI, ATTR, OpenInference.INPUT_VALUE, decode_arguments, "OpenInference TOOL span input (§2)"),
+    Row(F.ARGUMENTS, OI, ATTR, OpenInference.INPUT_VALUE, unwrap_python_call,
+        "OpenInference on LlamaIndex, smolagents, DSPy: the Python call wrapper `{kwargs: {…}}`",
+        when=python_call_wrapper),
+    Row(F.ARGUMENTS, OI, ATTR, OpenInference.INPUT_VALUE, oi_arguments, "OpenInference TOOL span input (§2)"),
+    Row(F.ARGUMENTS, VAI, ATTR, VercelAI.TOOL_ARGS, decode_arguments, "Vercel AI SDK `ai.toolCall` span"),
+    Row(F.ARGUMENTS, HAY, ATTR, Haystack.TOOL_INPUT, decode_arguments, "Haystack tool span"),
     Row(F.ARGUMENTS, PYD, ATTR, PydanticAI.TOOL_ARGUMENTS, decode_arguments,
         "pydantic-ai instrumentation v2 `running tool` (§4.2, §8.4)"),
     Row(F.ARGUMENTS, GADK, ATTR, ADK.TOOL_CALL_ARGS, decode_arguments, "ADK 1.x tool span (§4.1)"),
@@ -844,7 +1091,9 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.RESULT, OLLM, ATTR, GenAI.TOOL_CALL_RESULT, unwrap_traceloop_output,
         "OpenLLMetry LangChain writes its envelope here too (§3.2, §8.8)", when=traceloop_tool),
     Row(F.RESULT, GENAI, ATTR, GenAI.TOOL_CALL_RESULT, decode_result, "semconv v1.38, opt-in (§1.3)"),
-    Row(F.RESULT, OI, ATTR, OpenInference.OUTPUT_VALUE, decode_result, "OpenInference TOOL span output (§2)"),
+    Row(F.RESULT, OI, ATTR, OpenInference.OUTPUT_VALUE, oi_result, "OpenInference TOOL span output (§2)"),
+    Row(F.RESULT, VAI, ATTR, VercelAI.TOOL_RESULT, decode_result, "Vercel AI SDK `ai.toolCall` span"),
+    Row(F.RESULT, HAY, ATTR, Haystack.TOOL_OUTPUT, decode_result, "Haystack tool span"),
     Row(F.RESULT, PYD, ATTR, PydanticAI.TOOL_RESPONSE, decode_result,
         "pydantic-ai instrumentation v2 `running tool` (§4.2, §8.4)"),
     Row(F.RESULT, GADK, ATTR, ADK.TOOL_RESPONSE, decode_result, "ADK 1.x tool span (§4.1)"),
@@ -867,8 +1116,10 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.INPUT_MESSAGES, GENAI, FUNCTION,
         "events `gen_ai.{system,user,assistant,tool}.message`, `gen_ai.content.prompt`", None,
         "semconv v1.28–v1.36 events, v1.27 span events (§1.5)", tier=5, reader=event_input_messages),
-    Row(F.INPUT_MESSAGES, OI, ATTR, OpenInference.INPUT_VALUE, parse_messages,
+    Row(F.INPUT_MESSAGES, OI, ATTR, OpenInference.INPUT_VALUE, oi_value_messages,
         "OpenInference LLM span: the request body (§2)", when=llm_span, tier=6),
+    Row(F.INPUT_MESSAGES, VAI, ATTR, VercelAI.PROMPT_MESSAGES, parse_messages, "Vercel AI SDK model span", tier=7),
+    Row(F.INPUT_MESSAGES, HAY, ATTR, Haystack.LLM_INPUT, haystack_messages, "Haystack model span `messages`", tier=7),
     # ---- model output messages
     Row(F.OUTPUT_MESSAGES, GENAI, MERGED, GenAI.OUTPUT_MESSAGES, parse_output_messages,
         "semconv v1.37, on the span or its operation-details event (§1.3, §1.5)"),
@@ -880,8 +1131,12 @@ ROWS: Final[tuple[Row, ...]] = (
         "ADK 1.x `call_llm` span (§4.1)", tier=4),
     Row(F.OUTPUT_MESSAGES, GENAI, FUNCTION, "events `gen_ai.choice`, `gen_ai.content.completion`", None,
         "semconv v1.28–v1.36 events, v1.27 span events (§1.5)", tier=5, reader=event_output_messages),
-    Row(F.OUTPUT_MESSAGES, OI, ATTR, OpenInference.OUTPUT_VALUE, parse_output_messages,
+    Row(F.OUTPUT_MESSAGES, OI, ATTR, OpenInference.OUTPUT_VALUE, oi_value_output_messages,
         "OpenInference LLM span: the response body (§2)", when=llm_span, tier=6),
+    Row(F.OUTPUT_MESSAGES, VAI, FUNCTION, "`ai.response.text` and `ai.response.toolCalls`", None,
+        "Vercel AI SDK model and root spans", tier=7, reader=vercel_output),
+    Row(F.OUTPUT_MESSAGES, HAY, ATTR, Haystack.LLM_OUTPUT, parse_output_messages, "Haystack model span `replies`",
+        tier=7),
     Row(F.OUTPUT_MESSAGES, GENERIC, FUNCTION, "a `…response.text` key and a `…tool_calls` list", None,
         "generic evidence", when=generic_span, tier=7, reader=generic_output),
     # ---- tools offered to the model
@@ -895,48 +1150,87 @@ ROWS: Final[tuple[Row, ...]] = (
         "pydantic-ai model span `function_tools` (§4.2)", tier=4),
     Row(F.TOOLS_OFFERED, GADK, ATTR, ADK.LLM_REQUEST, adk_request_tools, "ADK 1.x `config.tools` (§4.1)", tier=5),
     Row(F.TOOLS_OFFERED, STRANDS, ATTR, Strands.AGENT_TOOLS, strands_agent_tools, "strands agent span (§4.3)", tier=6),
+    Row(F.TOOLS_OFFERED, VAI, ATTR, VercelAI.PROMPT_TOOLS, vercel_tools, "Vercel AI SDK model span", tier=7),
+    Row(F.TOOLS_OFFERED, HAY, ATTR, Haystack.AGENT_TOOLS, haystack_tools,
+        "Haystack agent span (a plain tag: also without content)", tier=7),
+    Row(F.TOOLS_OFFERED, HAY, ATTR, Haystack.LLM_INPUT, haystack_tools, "Haystack model span `tools`", tier=8),
+    Row(F.TOOLS_OFFERED, OI, ATTR, OpenInference.INVOCATION_PARAMETERS, invocation_tools,
+        "OpenInference request parameters' `tools` (LangChain.js: kept when inputs are hidden)", tier=9),
     # ---- model and provider
     Row(F.MODEL, GENAI, SET, GenAI.RESPONSE_MODEL, as_text, "semconv (§1.3)"),
     Row(F.MODEL, GENAI, SET, GenAI.REQUEST_MODEL, as_text, "semconv (§1.3); OpenLLMetry too (§3.3)"),
     Row(F.MODEL, OI, SET, OpenInference.MODEL_NAME, as_text, "OpenInference (§2)"),
     Row(F.MODEL, PYD, SET, PydanticAI.MODEL_NAME, as_text, "pydantic-ai agent span (§4.2)"),
+    Row(F.MODEL, VAI, SET, VercelAI.RESPONSE_MODEL, as_text, "Vercel AI SDK model span"),
+    Row(F.MODEL, VAI, SET, VercelAI.MODEL_ID, as_text, "Vercel AI SDK"),
+    Row(F.MODEL, HAY, FUNCTION, "`replies[0].meta.model` of the model output", None, "Haystack model span",
+        reader=haystack_model),
     Row(F.MODEL, GENERIC, KEY_MATCH, Generic.MODEL_KEY, as_text, "generic evidence: a model key", when=generic_span),
     Row(F.PROVIDER, GENAI, SET, GenAI.PROVIDER, as_text, "semconv v1.37 (§1.3)"),
     Row(F.PROVIDER, GENAI, SET, GenAI.SYSTEM, as_text, "semconv ≤ v1.36, deprecated since v1.37; OpenLLMetry (§1.3)"),
     Row(F.PROVIDER, OI, SET, OpenInference.PROVIDER, as_text, "OpenInference (§2)"),
     Row(F.PROVIDER, OI, SET, OpenInference.SYSTEM, as_text, "OpenInference (§2)"),
+    Row(F.PROVIDER, VAI, SET, VercelAI.MODEL_PROVIDER, as_text, "Vercel AI SDK"),
     # ---- token usage
     Row(F.INPUT_TOKENS, GENAI, SET, GenAI.USAGE_INPUT, as_count, "semconv (§1.3)"),
     Row(F.INPUT_TOKENS, GENAI, SET, GenAI.USAGE_PROMPT_OLD, as_count,
         "old name: OpenLLMetry legacy, strands (§3.3, §4.3)"),
     Row(F.INPUT_TOKENS, OI, SET, OpenInference.TOKENS_PROMPT, as_count, "OpenInference (§2)"),
+    Row(F.INPUT_TOKENS, VAI, SET, VercelAI.USAGE_INPUT, as_count, "Vercel AI SDK ai 5 streamText, ai 6, ai 7"),
+    Row(F.INPUT_TOKENS, VAI, SET, VercelAI.USAGE_PROMPT, as_count, "Vercel AI SDK ai 5 generateText"),
+    Row(F.INPUT_TOKENS, HAY, FUNCTION, "`replies[0].meta.usage.prompt_tokens`", None, "Haystack model span",
+        reader=haystack_input_tokens),
     Row(F.OUTPUT_TOKENS, GENAI, SET, GenAI.USAGE_OUTPUT, as_count, "semconv (§1.3)"),
     Row(F.OUTPUT_TOKENS, GENAI, SET, GenAI.USAGE_COMPLETION_OLD, as_count,
         "old name: OpenLLMetry legacy, strands (§3.3, §4.3)"),
     Row(F.OUTPUT_TOKENS, OI, SET, OpenInference.TOKENS_COMPLETION, as_count, "OpenInference (§2)"),
+    Row(F.OUTPUT_TOKENS, VAI, SET, VercelAI.USAGE_OUTPUT, as_count, "Vercel AI SDK ai 5 streamText, ai 6, ai 7"),
+    Row(F.OUTPUT_TOKENS, VAI, SET, VercelAI.USAGE_COMPLETION, as_count, "Vercel AI SDK ai 5 generateText"),
+    Row(F.OUTPUT_TOKENS, HAY, FUNCTION, "`replies[0].meta.usage.completion_tokens`", None, "Haystack model span",
+        reader=haystack_output_tokens),
     Row(F.CACHE_READ_TOKENS, GENAI, SET, GenAI.USAGE_CACHE_READ, as_count, "semconv (§1.3)"),
     Row(F.CACHE_READ_TOKENS, GENAI, SET, GenAI.USAGE_CACHE_READ_ALT, as_count, "strands (§4.3)"),
     Row(F.CACHE_READ_TOKENS, OI, SET, OpenInference.TOKENS_CACHE_READ, as_count, "OpenInference (§2)"),
+    Row(F.CACHE_READ_TOKENS, VAI, SET, VercelAI.USAGE_CACHE_READ, as_count, "Vercel AI SDK ai 6, ai 7"),
+    Row(F.CACHE_READ_TOKENS, VAI, SET, VercelAI.USAGE_CACHED_INPUT, as_count, "Vercel AI SDK ai 5"),
     Row(F.CACHE_CREATION_TOKENS, GENAI, SET, GenAI.USAGE_CACHE_CREATION, as_count, "semconv (§1.3)"),
     Row(F.CACHE_CREATION_TOKENS, GENAI, SET, GenAI.USAGE_CACHE_CREATION_ALT, as_count, "Anthropic-style name"),
     Row(F.CACHE_CREATION_TOKENS, OI, SET, OpenInference.TOKENS_CACHE_WRITE, as_count, "OpenInference (§2)"),
     # ---- agent spans: input and answer when the model rows gave none
     Row(F.AGENT_INPUT, PYD, ATTR, PydanticAI.ALL_MESSAGES, parse_messages, "pydantic-ai agent span (§4.2)"),
-    Row(F.AGENT_INPUT, OI, ATTR, OpenInference.INPUT_VALUE, parse_messages,
+    Row(F.AGENT_INPUT, VAI, ATTR, VercelAI.PROMPT, vercel_prompt, "Vercel AI SDK root span `ai.prompt`"),
+    Row(F.AGENT_INPUT, HAY, ATTR, Haystack.AGENT_INPUT, haystack_messages, "Haystack agent span"),
+    Row(F.AGENT_INPUT, HAY, ATTR, Haystack.COMPONENT_INPUT, haystack_messages, "Haystack Agent component span",
+        when=haystack_agent_component),
+    Row(F.AGENT_INPUT, DSP, ATTR, OpenInference.INPUT_VALUE, dspy_input, "DSPy module `{input_args: {…}}`",
+        when=dspy_span),
+    Row(F.AGENT_INPUT, OI, ATTR, OpenInference.INPUT_VALUE, oi_value_messages,
         "OpenInference AGENT / CHAIN input (§2, §7)"),
     Row(F.AGENT_INPUT, OLLM, ATTR, Traceloop.ENTITY_INPUT, traceloop_input_messages,
         "OpenLLMetry workflow / agent input (§3.1, §7)"),
     Row(F.FINAL_TEXT, PYD, ATTR, PydanticAI.FINAL_RESULT, final_result_text, "pydantic-ai agent span (§4.2)"),
     Row(F.FINAL_TEXT, ANY, FUNCTION, "the output_messages rows above", assistant_text, "§7 final answer",
         reader=output_messages_if_any),
-    Row(F.FINAL_TEXT, OI, ATTR, OpenInference.OUTPUT_VALUE, text_from_value, "OpenInference AGENT / CHAIN output (§2)"),
+    Row(F.FINAL_TEXT, DSP, ATTR, OpenInference.OUTPUT_VALUE, dspy_prediction, "DSPy module output: a Prediction",
+        when=dspy_span),
+    Row(F.FINAL_TEXT, OI, ATTR, OpenInference.OUTPUT_VALUE, oi_text, "OpenInference AGENT / CHAIN output (§2)"),
+    Row(F.FINAL_TEXT, HAY, ATTR, Haystack.AGENT_OUTPUT, text_from_value, "Haystack agent span `messages`"),
+    Row(F.FINAL_TEXT, HAY, ATTR, Haystack.COMPONENT_OUTPUT, text_from_value, "Haystack Agent component span",
+        when=haystack_agent_component),
     Row(F.FINAL_TEXT, OLLM, ATTR, Traceloop.ENTITY_OUTPUT, traceloop_output_text,
         "OpenLLMetry workflow / agent output (§3.1)"),
     Row(F.AGENT_INPUT_TOKENS, PYD, ATTR, PydanticAI.AGGREGATED_INPUT, as_count, "pydantic-ai agent span (§4.2)"),
     Row(F.AGENT_OUTPUT_TOKENS, PYD, ATTR, PydanticAI.AGGREGATED_OUTPUT, as_count, "pydantic-ai agent span (§4.2)"),
     # ---- agent name
     Row(F.AGENT_NAME, GENAI, SET, GenAI.AGENT_NAME, as_text, "semconv v1.31 (§1.3)"),
+    Row(F.AGENT_NAME, VAI, SET, VercelAI.FUNCTION_ID, as_text,
+        "Vercel AI SDK `ai.telemetry.functionId`: the only agent name it records"),
     Row(F.AGENT_NAME, OI, SET, OpenInference.AGENT_NAME, as_text, "OpenInference (§2)"),
+    Row(F.AGENT_NAME, OI, ATTR, OpenInference.METADATA, langchain_agent_name,
+        "LangChain.js `createAgent` name: `lc_agent_name` in OpenInference `metadata` (on the root CHAIN span)",
+        tier=2),
+    Row(F.AGENT_NAME, HAY, SET, Haystack.COMPONENT_NAME, as_text, "Haystack Agent component span (in a pipeline)",
+        when=haystack_agent_component),
     Row(F.AGENT_NAME, PYD, SET, PydanticAI.AGENT_NAME, as_text, "pydantic-ai agent span (§4.2)"),
     Row(F.AGENT_NAME, OLLM, ATTR, Traceloop.ENTITY_NAME, as_text, "OpenLLMetry `agent` / `workflow` entity (§3.1)",
         when=traceloop_agent),
@@ -946,6 +1240,8 @@ ROWS: Final[tuple[Row, ...]] = (
         when=openinference_agent),
     Row(F.AGENT_NAME, OI, SET, OpenInference.GRAPH_NODE_ID, as_text, "OpenInference AGENT span (§2)",
         when=openinference_agent),
+    Row(F.AGENT_NAME, DSP, FUNCTION, "the root span name before `.forward` (weak)", as_text,
+        "DSPy program class (a module has no name)", when=dspy_root, reader=dspy_module_name),
     Row(F.AGENT_NAME, OI, FUNCTION, "the span name (weak)", as_text,
         "OpenInference AGENT span named after the run (§2, §8.12)", when=openinference_agent, reader=weak_span_name),
     Row(F.SPAN_AGENT_NAME, GENAI, SET, GenAI.AGENT_NAME, as_text,
@@ -978,6 +1274,11 @@ RULES: Final[tuple[Rule, ...]] = (
          "semconv inference span (§1.2)"),
     Rule(F.ROLE, Role.LLM, OAA, text_in(GenAI.OPERATION, Op.RESPONSE),
          "OTel contrib openai-agents-v2 ResponseSpan (§1.2)"),
+    Rule(F.ROLE, Role.TOOL, VAI, value_in(VercelAI.OPERATION_ID, VercelAI.TOOL_OP), "Vercel AI SDK `ai.toolCall`"),
+    Rule(F.ROLE, Role.AGENT, VAI, value_in(VercelAI.OPERATION_ID, *VercelAI.AGENT_OPS),
+         "Vercel AI SDK `ai.generateText` / `ai.streamText` (…Object): the run"),
+    Rule(F.ROLE, Role.LLM, VAI, value_in(VercelAI.OPERATION_ID, *VercelAI.MODEL_OPS),
+         "Vercel AI SDK `….doGenerate` / `….doStream`: one model call"),
     Rule(F.ROLE, Role.TOOL, OI, text_in(OpenInference.SPAN_KIND, OpenInference.KIND_TOOL), "OpenInference (§2)"),
     Rule(F.ROLE, Role.AGENT, OI, text_in(OpenInference.SPAN_KIND, OpenInference.KIND_AGENT), "OpenInference (§2)"),
     Rule(F.ROLE, Role.LLM, OI, text_in(OpenInference.SPAN_KIND, OpenInference.KIND_LLM), "OpenInference (§2)"),
@@ -987,6 +1288,11 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(F.ROLE, Role.AGENT, OLLM, value_in(Traceloop.SPAN_KIND, Traceloop.KIND_AGENT), "OpenLLMetry (§3.1)"),
     Rule(F.ROLE, Role.WORKFLOW, OLLM, value_in(Traceloop.SPAN_KIND, Traceloop.KIND_WORKFLOW), "OpenLLMetry (§3.1)"),
     Rule(F.ROLE, Role.TOOL, GENAI, name_starts(EXECUTE_TOOL_SPAN_PREFIX), "semconv span name (§0.3, §1.2)"),
+    Rule(F.ROLE, Role.AGENT, HAY, name_is(Haystack.AGENT_RUN_SPAN), "Haystack agent run"),
+    Rule(F.ROLE, Role.LLM, HAY, name_is(Haystack.LLM_SPAN), "Haystack agent step: the model call"),
+    Rule(F.ROLE, Role.TOOL, HAY, name_is(Haystack.TOOL_SPAN), "Haystack agent step: one tool call"),
+    Rule(F.ROLE, Role.AGENT, HAY, value_in(Haystack.COMPONENT_TYPE, Haystack.AGENT_COMPONENT),
+         "Haystack Agent run as a pipeline component (names the agent)"),
     Rule(F.ROLE, Role.TOOL, PYD, name_is(PydanticAI.RUNNING_TOOL_SPAN), "pydantic-ai instrumentation v2 (§4.2)"),
     Rule(F.ROLE, Role.TOOL, PYD, is_text(GenAI.TOOL_NAME),
          "pydantic-ai ≤ 1.x `running tool`: a tool name and no operation (§0.3, §8.4)", also=no_text(GenAI.OPERATION)),
@@ -1013,6 +1319,10 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(F.TOOL_FAILED, True, STRANDS, value_in(Strands.TOOL_STATUS, "error"), "strands `gen_ai.tool.status` (§4.3)"),
     Rule(F.TOOL_FAILED, True, PYD, has(PydanticAI.TOOL_FAILURE_STAGE), "pydantic-ai tool failure stage (§4.2)"),
     Rule(F.TOOL_FAILED, True, OLLM, value_in(Traceloop.TASK_STATUS, "failure"), "OpenLLMetry task status (§3.1)"),
+    Rule(F.TOOL_FAILED, True, HAY, is_true(Haystack.TOOL_ERROR), "Haystack `haystack.tool.error` (status stays unset)"),
+    Rule(F.TOOL_SUCCEEDED, True, VAI, value_in(VercelAI.OPERATION_ID, VercelAI.TOOL_OP),
+         "Vercel AI SDK records an `exception` event on every tool that throws; openinference-vercel 2.8 marks every "
+         "span that ends after a failure ERROR", also=no_event(Events.EXCEPTION)),
     # ---- generic evidence: read only from spans in which no known convention's key or scope is seen
     Rule(F.ROLE, Role.TOOL, GENERIC, key_matches(Generic.TOOL_NAME_KEY),
          "generic: a key naming a tool, and an input or output key", also=key_matches(Generic.TOOL_IO_KEY)),
@@ -1041,6 +1351,8 @@ CONVENTION_KEY_PREFIXES: Final[tuple[tuple[str, Convention], ...]] = (
     ("gcp.vertex.agent.", GADK),
     ("pydantic_ai.", PYD),
     ("logfire.", PYD),
+    (VercelAI.KEY_PREFIX, VAI),
+    (Haystack.KEY_PREFIX, HAY),
 )
 """An attribute key starting with the prefix shows the convention (the first prefix that matches)."""
 CONVENTION_KEYS: Final[Mapping[str, Convention]] = {
@@ -1052,6 +1364,8 @@ CONVENTION_SCOPES: Final[tuple[tuple[str, Convention], ...]] = (
     ("strands", STRANDS),
     (ADK.SCOPE, GADK),
     ("pydantic-ai", PYD),
+    (Haystack.SCOPE, HAY),
+    (DSPy.SCOPE, DSP),
 )
 """An instrumentation scope name starting with the prefix shows the convention."""
 
@@ -1231,6 +1545,8 @@ def _holds(test: Condition) -> Callable[[SpanRecord, Mapping[str, Any]], bool]:
         return lambda span, a: key in a
     if check is Check.HAS_PREFIX:
         return lambda span, a: any(k.startswith(key) for k in a)
+    if check is Check.NO_EVENT:
+        return lambda span, a: all(ev.name != key for ev in span.events)
     if check is Check.KEY_MATCHES:
         pattern = re.compile(key, re.IGNORECASE)
         return lambda span, a: any(pattern.search(k) for k in a)

@@ -10,6 +10,10 @@ Shapes accepted (each detected per message or per part, so mixed lists work):
 * Anthropic: ``{role, content: [{type: text|tool_use|tool_result, …}]}``;
 * Gemini / Google ADK: ``{role: user|model, parts: [{text}|{function_call}|{function_response}]}``;
 * Bedrock Converse / strands: content blocks ``[{text}|{toolUse: {…}}|{toolResult: {…}}]``;
+* Vercel AI SDK: ``{role, content: [{type: text|tool-call|tool-result, toolCallId, toolName, input|args,
+  output|result}]}`` (a ``tool-result`` output ``{type: json|text|error-text, value}`` is unwrapped);
+* Haystack ``ChatMessage.to_dict()``: ``{role, content: [{text}|{tool_call: {…}}|{tool_call_result: {…}}]}``,
+  inside ``{"replies": [...]}`` for a generator's output;
 * OTel ≤ 1.36 event bodies (``{content, tool_calls}``, ``gen_ai.choice``'s ``{message: …}``);
 * Python ``repr`` strings (openai-agents instrumentation), read with :func:`ast.literal_eval`.
 
@@ -228,6 +232,17 @@ def _parse_part(part: Any) -> list[Part]:
         if ptype == "function_call" and isinstance(part.get("function"), Mapping):
             name = part["function"].get("name", name)
         return [ToolCallPart(str(name or ""), _id(part.get("id") or part.get("call_id")), decode_arguments(args))]
+    if ptype == "tool-call":  # Vercel AI SDK
+        args = part.get("input", part.get("args", ABSENT))
+        return [ToolCallPart(str(part.get("toolName") or ""), _id(part.get("toolCallId")), decode_arguments(args))]
+    if ptype == "tool-result":  # Vercel AI SDK
+        output = part.get("output", part.get("result", ABSENT))
+        if isinstance(output, Mapping) and set(output) == {"type", "value"}:
+            output = output["value"]
+        name = part.get("toolName")
+        return [
+            ToolResultPart(_id(part.get("toolCallId")), decode_result(output), name if isinstance(name, str) else None)
+        ]
     if ptype in ("tool_call_response", "tool_result", "function_call_output", "function_response"):
         response = part.get("response", part.get("result", part.get("content", part.get("output", ABSENT))))
         return [
@@ -247,6 +262,22 @@ def _parse_part(part: Any) -> list[Part]:
         return [
             ToolResultPart(
                 _id(fr.get("id")), decode_result(fr.get("response")), name if isinstance(name, str) else None
+            )
+        ]
+    # Haystack ChatMessage content
+    hc = part.get("tool_call")
+    if ptype is None and isinstance(hc, Mapping):
+        name = hc.get("tool_name")
+        return [ToolCallPart(str(name or ""), _id(hc.get("id")), decode_arguments(hc.get("arguments", ABSENT)))]
+    hr = part.get("tool_call_result")
+    if ptype is None and isinstance(hr, Mapping):
+        origin = hr.get("origin")
+        if not isinstance(origin, Mapping):
+            origin = {}
+        name = origin.get("tool_name")
+        return [
+            ToolResultPart(
+                _id(origin.get("id")), decode_result(hr.get("result")), name if isinstance(name, str) else None
             )
         ]
     # Bedrock Converse / strands blocks
@@ -438,7 +469,7 @@ def parse_messages(value: Any, default_role: str = "user") -> Messages | None:
     if isinstance(value, Mapping):
         if not value:  # ADK 1.x writes "{}" when content capture is off
             return None
-        for key in ("messages", "contents", "input"):
+        for key in ("messages", "contents", "input", "replies"):
             inner = loads(value.get(key))
             if isinstance(inner, list):
                 return parse_messages(inner, default_role)
@@ -468,7 +499,8 @@ def messages_text(messages: Sequence[Message] | None, role: str = "assistant") -
 
 def parse_tool_definitions(value: Any, source: str) -> tuple[ToolDef, ...] | None:
     """Tool definitions from OTel (flat), OpenAI (nested ``function``), Anthropic (``input_schema``),
-    Gemini (``function_declarations``) or plain name lists. None when unrecognisable."""
+    Gemini (``function_declarations``), Vercel AI SDK (``inputSchema``), Haystack (``{type, data: {…}}``) or plain
+    name lists. None when unrecognisable."""
     value = loads(value)
     if value is None:
         return None
@@ -492,6 +524,8 @@ def parse_tool_definitions(value: Any, source: str) -> tuple[ToolDef, ...] | Non
             out.extend(nested or ())
             continue
         fn: Mapping[str, Any] = item["function"] if isinstance(item.get("function"), Mapping) else item
+        if isinstance(item.get("data"), Mapping) and "name" not in item:  # Haystack's serialized Tool
+            fn = item["data"]
         name = fn.get("name")
         if not isinstance(name, str) or not name:
             continue

@@ -130,6 +130,7 @@ class SpanFacts:
 _ROLE: Final = fact_classifier(Fact.ROLE, ROLE_DEFAULT, KNOWN_RULES)
 _GENERIC_ROLE: Final = fact_classifier(Fact.ROLE, ROLE_DEFAULT, GENERIC_RULES)
 _TOOL_FAILED: Final = fact_classifier(Fact.TOOL_FAILED, False)
+_TOOL_SUCCEEDED: Final = fact_classifier(Fact.TOOL_SUCCEEDED, False)
 _TOOL_KIND: Final = fact_classifier(Fact.TOOL_KIND, TOOL_KIND_DEFAULT)
 _HANDOFF_TARGET: Final = fact_reader(Fact.HANDOFF_TARGET)
 _TOOL_NAME: Final = fact_reader(Fact.TOOL_NAME)
@@ -265,7 +266,8 @@ def _error(span: SpanRecord) -> ToolError | None:
     exc_type = as_text(exc.attributes.get(Events.EXCEPTION_TYPE)) if exc else None
     exc_msg = as_text(exc.attributes.get(Events.EXCEPTION_MESSAGE)) if exc else None
     error_type = as_text(a.get(GenAI.ERROR_TYPE))
-    failed = span.status_code == STATUS_ERROR or error_type is not None or exc is not None or _TOOL_FAILED(span)
+    status_failed = span.status_code == STATUS_ERROR and (exc is not None or not _TOOL_SUCCEEDED(span))
+    failed = status_failed or error_type is not None or exc is not None or _TOOL_FAILED(span)
     if not failed:
         return None
     kind = error_type or exc_type or as_text(a.get(PydanticAI.TOOL_FAILURE_STAGE)) or "error"

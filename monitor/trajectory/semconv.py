@@ -95,6 +95,7 @@ class OpenInference:
     KIND_LLM: Final = "LLM"
     KIND_CHAIN: Final = "CHAIN"
     INPUT_VALUE: Final = "input.value"
+    REDACTED: Final = "__REDACTED__"  # the value of an input or output hidden by TraceConfig / OPENINFERENCE_HIDE_*
     INPUT_MIME: Final = "input.mime_type"
     OUTPUT_VALUE: Final = "output.value"
     OUTPUT_MIME: Final = "output.mime_type"
@@ -115,6 +116,8 @@ class OpenInference:
     TOKENS_CACHE_READ: Final = "llm.token_count.prompt_details.cache_read"
     TOKENS_CACHE_WRITE: Final = "llm.token_count.prompt_details.cache_write"
     SESSION_ID: Final = "session.id"
+    METADATA: Final = "metadata"  # JSON object; LangChain runs put their metadata here
+    INVOCATION_PARAMETERS: Final = "llm.invocation_parameters"  # the request's parameters, `tools` among them
     AGENT_NAME: Final = "agent.name"
     GRAPH_NODE_NAME: Final = "graph.node.name"
     GRAPH_NODE_ID: Final = "graph.node.id"
@@ -151,6 +154,12 @@ class Traceloop:
     REQUEST_TYPE: Final = "llm.request.type"
     TOTAL_TOKENS: Final = "llm.usage.total_tokens"
     SESSION_KEYS: Final = ("session_id", "conversation_id", "thread_id")
+
+
+class LangChain:
+    """LangChain as OpenInference records it."""
+
+    AGENT_NAME_METADATA: Final = "lc_agent_name"  # LangChain.js createAgent's `name`, in every span's metadata
 
 
 class PydanticAI:
@@ -202,6 +211,89 @@ class OpenAIAgents:
     HANDOFF_TO: Final = "gen_ai.handoff.to_agent"
     OI_HANDOFF_SPAN_PREFIX: Final = "handoff to "  # OpenInference TOOL span; output.value = target agent
     HANDOFF_TOOL_PREFIX: Final = "transfer_to_"  # the SDK's default handoff tool name
+
+
+class VercelAI:
+    """Vercel AI SDK's own telemetry (ai 5/6 ``experimental_telemetry``, ai 7 ``LegacyOpenTelemetry``; scope ``ai``)."""
+
+    OPERATION_ID: Final = "ai.operationId"
+    AGENT_OPS: Final = ("ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject")
+    MODEL_OPS: Final = (
+        "ai.generateText.doGenerate",
+        "ai.streamText.doStream",
+        "ai.generateObject.doGenerate",
+        "ai.streamObject.doStream",
+    )
+    TOOL_OP: Final = "ai.toolCall"
+    FUNCTION_ID: Final = "ai.telemetry.functionId"  # the only agent name the SDK records
+    TOOL_NAME: Final = "ai.toolCall.name"
+    TOOL_ID: Final = "ai.toolCall.id"
+    TOOL_ARGS: Final = "ai.toolCall.args"
+    TOOL_RESULT: Final = "ai.toolCall.result"
+    PROMPT: Final = "ai.prompt"  # root: {"system", "prompt"} (ai 5/6) or {"system", "messages"} (ai 7)
+    PROMPT_MESSAGES: Final = "ai.prompt.messages"
+    PROMPT_TOOLS: Final = "ai.prompt.tools"  # a list of JSON tool definitions (``inputSchema``)
+    RESPONSE_TEXT: Final = "ai.response.text"
+    RESPONSE_TOOL_CALLS: Final = "ai.response.toolCalls"  # [{toolCallId, toolName, input | args}]
+    RESPONSE_MODEL: Final = "ai.response.model"
+    MODEL_ID: Final = "ai.model.id"
+    MODEL_PROVIDER: Final = "ai.model.provider"
+    USAGE_INPUT: Final = "ai.usage.inputTokens"  # ai 5 streamText, ai 6, ai 7
+    USAGE_PROMPT: Final = "ai.usage.promptTokens"  # ai 5 generateText
+    USAGE_OUTPUT: Final = "ai.usage.outputTokens"
+    USAGE_COMPLETION: Final = "ai.usage.completionTokens"
+    USAGE_CACHE_READ: Final = "ai.usage.inputTokenDetails.cacheReadTokens"
+    USAGE_CACHED_INPUT: Final = "ai.usage.cachedInputTokens"
+    KEY_PREFIX: Final = "ai."
+
+
+class Haystack:
+    """Haystack 3.x agents traced by ``opentelemetry-haystack`` (scope ``haystack``)."""
+
+    AGENT_RUN_SPAN: Final = "haystack.agent.run"
+    LLM_SPAN: Final = "haystack.agent.step.llm"
+    TOOL_SPAN: Final = "haystack.agent.step.tool"
+    COMPONENT_TYPE: Final = "haystack.component.type"
+    AGENT_COMPONENT: Final = "Agent"  # an Agent run as a pipeline component: its span names the agent
+    COMPONENT_NAME: Final = "haystack.component.name"
+    COMPONENT_INPUT: Final = "haystack.component.input"
+    COMPONENT_OUTPUT: Final = "haystack.component.output"
+    TOOL_NAME: Final = "haystack.tool.name"
+    TOOL_INPUT: Final = "haystack.agent.step.tool.input"
+    TOOL_OUTPUT: Final = "haystack.agent.step.tool.output"
+    TOOL_ERROR: Final = "haystack.tool.error"  # true on a failed tool; the span's status stays unset
+    LLM_INPUT: Final = "haystack.agent.step.llm.input"  # {"messages": [ChatMessage], "tools": [...]}
+    LLM_OUTPUT: Final = "haystack.agent.step.llm.output"  # {"replies": [ChatMessage with meta.model, meta.usage]}
+    AGENT_TOOLS: Final = "haystack.agent.tools"  # [{"type", "data": {name, description, parameters}}]
+    AGENT_INPUT: Final = "haystack.agent.input"
+    AGENT_OUTPUT: Final = "haystack.agent.output"
+    KEY_PREFIX: Final = "haystack."
+    SCOPE: Final = "haystack"
+
+
+class PythonCallWrappers:
+    """OpenInference instrumentations that record a Python call's wrapper as a TOOL span's ``input.value``,
+    ``{"kwargs": {...}}`` or ``{"args": [], "sanitize_inputs_outputs": true, "kwargs": {...}}``, instead of the
+    tool's arguments."""
+
+    SCOPES: Final = frozenset(
+        {
+            "openinference.instrumentation.llama_index",
+            "openinference.instrumentation.smolagents",
+            "openinference.instrumentation.dspy",
+        }
+    )
+    FLAGS: Final = frozenset({"sanitize_inputs_outputs"})  # wrapper keys that are not arguments
+
+
+class DSPy:
+    """DSPy traced by openinference-instrumentation-dspy: tools are spans named ``<tool>.__call__``."""
+
+    SCOPE: Final = "openinference.instrumentation.dspy"
+    TOOL_NAME_SUFFIXES: Final = (".__call__", ".acall")
+    MODULE_NAME_SUFFIXES: Final = (".forward", ".aforward")
+    INPUT_ARGS: Final = "input_args"  # a module's input.value: {"input_args": {field: value}}
+    NOT_ANSWERS: Final = frozenset({"trajectory", "reasoning", "rationale"})  # Prediction fields that are no answer
 
 
 class AgentToolTypes:
