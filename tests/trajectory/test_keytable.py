@@ -38,7 +38,6 @@ UNRECORDED: dict[str, str] = {
     # keys of the table that no recorded fixture carries, with where the reference defines them
     "gen_ai.usage.cache_creation_input_tokens": "Anthropic usage name, next to strands' cache_read_input_tokens (§4.3)",
     "llm.token_count.prompt_details.cache_write": "OpenInference token counts (§2)",
-    "tool_call.id": "OpenInference tool_call.id (§2)",
     "graph.node.name": "OpenInference agent / graph structure (§2)",
     "gen_ai.aggregated_usage.input_tokens": "pydantic-ai agent span (§4.2)",
     "gen_ai.aggregated_usage.output_tokens": "pydantic-ai agent span (§4.2)",
