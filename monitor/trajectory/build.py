@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from monitor.trajectory.model import (
     ToolCall,
     ToolCallPart,
     ToolDef,
+    ToolResultPart,
     Usage,
 )
 from monitor.trajectory.normalize import (
@@ -61,7 +63,7 @@ from monitor.trajectory.normalize import (
     normalize,
     normalize_agent_content,
 )
-from monitor.trajectory.semconv import ModelCallIdentity, Monitor, Traceloop
+from monitor.trajectory.semconv import FrameworkTools, ModelCallIdentity, Monitor, ReAct, Traceloop
 from monitor.trajectory.spans import STATUS_ERROR, LogEvent, SpanRecord
 from monitor.trajectory.view import order_key
 
@@ -511,6 +513,25 @@ class _UnmatchedTools:
         return None
 
 
+_REACT_ANSWER: Final = re.compile(ReAct.ANSWER, re.S | re.M)
+
+
+def react_answer(text: str | None) -> str | None:
+    """The answer of a ReAct-format model text (``Thought: …`` … ``Answer: <answer>``); other text as it is."""
+    if text is None:
+        return None
+    found = _REACT_ANSWER.match(text)
+    return found.group(1).strip() if found else text
+
+
+def _framework_tools(acc: _RunAcc) -> frozenset[str]:
+    """Names of the framework's own tools (``FrameworkTools``) for the scopes of the run's spans."""
+    names: frozenset[str] = frozenset()
+    for scope in {f.span.scope_name for f in acc.spans}:
+        names |= FrameworkTools.BY_SCOPE.get(scope, frozenset())
+    return names
+
+
 def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[ToolCall, ...]:
     """The run's calls: each tool span merged with the tool_call part it executed, plus the parts no
     span executed. Links, in order of evidence: the same call id; the k-th part named N of step s with
@@ -549,6 +570,8 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
             matched[found] = (s, p)
             used_parts.add((s, p))
 
+    framework = _framework_tools(acc)
+    results = _results_by_call_id(steps)
     calls: list[ToolCall] = []
     for pos, t in enumerate(tools):
         sp = matched.get(pos)
@@ -558,13 +581,15 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
             kind = "agent"
         elif t.tool_kind == "mcp":
             kind = "mcp"
+        elif (t.tool_name or "") in framework:
+            kind = "framework"
         calls.append(
             ToolCall(
                 index=0,
                 name=t.tool_name or "",
                 call_id=t.call_id or (merged.id if merged else None),
                 args=_merged_args(t.args, merged.arguments if merged else ABSENT),
-                result=t.result,
+                result=_result(t, results),
                 error=t.error,
                 start_ns=t.span.start_ns,
                 end_ns=t.span.end_ns,
@@ -593,10 +618,31 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
                 agent=agent,
                 requested_args=part.arguments,
                 step_end_ns=steps[s].end_ns,
+                kind="framework" if part.name in framework else "function",
             )
         )
     calls.sort(key=order_key)
     return tuple(dataclasses.replace(c, index=i) for i, c in enumerate(calls))
+
+
+def _result(tool: SpanFacts, results: Mapping[str, Captured]) -> Captured:
+    """The tool span's result; when it captured none and did not fail, what the model was sent back for it."""
+    if tool.result is not ABSENT or tool.error is not None or not tool.call_id:
+        return tool.result
+    return results.get(tool.call_id, ABSENT)
+
+
+def _results_by_call_id(steps: Sequence[LlmStep]) -> dict[str, Captured]:
+    """Tool results the model was sent back, by call id, from the steps' input messages: the result of a tool
+    span that captured none (Microsoft Agent Framework with the 1.36 conventions logs it only in the next model
+    call's ``gen_ai.tool.message`` event)."""
+    found: dict[str, Captured] = {}
+    for step in steps:
+        for message in step.input_messages or ():
+            for part in message.parts:
+                if isinstance(part, ToolResultPart) and part.id and part.response is not ABSENT:
+                    found.setdefault(part.id, part.response)
+    return found
 
 
 def _merged_args(span_args: Captured, part_args: Captured) -> Captured:
@@ -683,7 +729,7 @@ def _finish(acc: _RunAcc, parent_run_id: str | None, parent_input: Messages | No
         user_input = next((m for m in candidates if m), None)
     final = next((f.final_text for f in agents if f.final_text), None)
     if final is None and steps:
-        final = steps[-1].text
+        final = react_answer(steps[-1].text)
     tools = _merge_tool_defs([f.tools_offered for f in agents] + [s.tools_offered for s in steps])
 
     usage = Usage()

@@ -68,11 +68,13 @@ from monitor.trajectory.semconv import (
     Generic,
     Haystack,
     LangChain,
+    LlamaIndex,
     Op,
     OpenAIAgents,
     OpenInference,
     PydanticAI,
     PythonCallWrappers,
+    Smolagents,
     Strands,
     Traceloop,
     VercelAI,
@@ -223,6 +225,7 @@ class Check(enum.Enum):
     IS_TRUE = "is true"  # the attribute is the boolean true (or the text "true")
     NAME_IS = "span name is"
     NAME_STARTS = "span name starts with"
+    NAME_ENDS = "span name ends with"
     SCOPE_IS = "instrumentation scope is"
     ROOT = "root span"
 
@@ -293,6 +296,10 @@ def name_is(name: str) -> Condition:
 
 def name_starts(prefix: str) -> Condition:
     return Condition(Check.NAME_STARTS, prefix)
+
+
+def name_ends(suffix: str) -> Condition:
+    return Condition(Check.NAME_ENDS, suffix)
 
 
 def scope_is(scope: str) -> Condition:
@@ -456,7 +463,19 @@ def unwrap_text_blocks(result: Captured) -> Captured:
     return result
 
 
-RESULT_UNWRAPPERS: Final[tuple[Decoder, ...]] = (adk_function_response, langchain_tool_result, unwrap_text_blocks)
+def llama_index_tool_output(result: Captured) -> Captured:
+    """LlamaIndex's serialized ``ToolOutput`` as the tool's own return value (``raw_output``)."""
+    if isinstance(result, Mapping) and set(result) >= LlamaIndex.TOOL_OUTPUT_KEYS:
+        return result["raw_output"]
+    return result
+
+
+RESULT_UNWRAPPERS: Final[tuple[Decoder, ...]] = (
+    adk_function_response,
+    langchain_tool_result,
+    llama_index_tool_output,
+    unwrap_text_blocks,
+)
 """Applied in this order to a tool result, whichever row (or event) gave it."""
 
 
@@ -918,6 +937,79 @@ def haystack_tools(value: Any) -> tuple[ToolDef, ...] | None:
     return parse_tool_definitions(value, Haystack.AGENT_TOOLS)
 
 
+_LLAMA_AGENT_NAME: Final = re.compile(LlamaIndex.AGENT_NAME_IN_REPR)
+_OBJECT_REPR: Final = re.compile(r"\A[A-Z][A-Za-z0-9_]*\(")
+
+
+def llama_index_agent_name(value: Any) -> str | None:
+    """``current_agent_name='…'`` in the ``AgentOutput`` repr a LlamaIndex agent step receives."""
+    found = _LLAMA_AGENT_NAME.search(value) if isinstance(value, str) else None
+    return found.group(1) if found else None
+
+
+def not_an_object_repr(value: Any) -> str | None:
+    """An output that is text, not the (truncated) repr of a Python object (LlamaIndex's ``StopEvent(…)``)."""
+    if _redacted(value) or (isinstance(value, str) and _OBJECT_REPR.match(value)):
+        return None
+    return text_from_value(value)
+
+
+def smolagents_arguments(v: SpanView) -> Captured | None:
+    """A smolagents tool's wrapper ``{"args": [...], "kwargs": {...}}`` with positional arguments named by the
+    order of the tool's ``tool.parameters`` (CodeAgent calls ``get_time("Europe/Paris")``)."""
+    raw = v.attrs.get(OpenInference.INPUT_VALUE)
+    if raw is None:
+        return None
+    args = unwrap_python_call(raw)
+    if not isinstance(args, Mapping):
+        return args
+    positional = args.get("args")
+    params = loads(v.attrs.get(OpenInference.TOOL_PARAMETERS))
+    if isinstance(positional, list) and isinstance(params, Mapping) and len(positional) <= len(params):
+        named = dict(zip(params, positional, strict=False))
+        return {**named, **{k: val for k, val in args.items() if k != "args"}}
+    return args
+
+
+def smolagents_agent_name(name: str) -> str | None:
+    """``weather_agent.run`` → ``weather_agent``."""
+    suffix = Smolagents.AGENT_SPAN_SUFFIX
+    return name[: -len(suffix)] if name.endswith(suffix) and len(name) > len(suffix) else None
+
+
+def smolagents_task(value: Any) -> Messages | None:
+    """The root span's ``{"task": …}`` as the user's request."""
+    decoded = None if _redacted(value) else loads(value)
+    task = decoded.get(Smolagents.TASK) if isinstance(decoded, Mapping) else None
+    return (Message("user", (TextPart(task),)),) if isinstance(task, str) and task else None
+
+
+def smolagents_output(value: Any) -> str | None:
+    """The root span's answer; when the run streamed, ``output.value`` concatenates the reprs of every event,
+    and the answer is the last ``FinalAnswerStep(output=…)``."""
+    if not isinstance(value, str) or _redacted(value):
+        return None
+    at = value.rfind(Smolagents.FINAL_ANSWER_STEP)
+    if at < 0:
+        return None if _OBJECT_REPR.match(value) else value
+    literal = value[at + len(Smolagents.FINAL_ANSWER_STEP) :].removesuffix(")")
+    try:
+        answer = ast.literal_eval(literal)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return answer if isinstance(answer, str) else json_text(answer)
+
+
+def smolagents_tool_names(value: Any) -> tuple[ToolDef, ...] | None:
+    """``smolagents.tools_names``: a Python list repr (or a string array) of tool names."""
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return parse_tool_definitions(value, Smolagents.TOOLS_NAMES) if isinstance(value, list | tuple) else None
+
+
 def langchain_agent_name(value: Any) -> str | None:
     """``lc_agent_name`` of OpenInference's ``metadata`` (LangChain.js ``createAgent``'s name)."""
     metadata = loads(value)
@@ -1002,6 +1094,14 @@ def dspy_root(v: SpanView) -> bool:
     return v.span.scope_name == DSPy.SCOPE and v.span.parent_span_id is None
 
 
+def llama_index_span(v: SpanView) -> bool:
+    return v.span.scope_name == LlamaIndex.SCOPE
+
+
+def smolagents_span(v: SpanView) -> bool:
+    return v.span.scope_name == Smolagents.SCOPE
+
+
 def haystack_agent_component(v: SpanView) -> bool:
     return bool(v.attrs.get(Haystack.COMPONENT_TYPE) == Haystack.AGENT_COMPONENT)
 
@@ -1070,6 +1170,9 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.ARGUMENTS, OLLM, ATTR, GenAI.TOOL_CALL_ARGUMENTS, unwrap_traceloop_input,
         "OpenLLMetry LangChain writes its envelope here too (§3.2, §8.8)", when=traceloop_tool),
     Row(F.ARGUMENTS, GENAI, ATTR, GenAI.TOOL_CALL_ARGUMENTS, decode_arguments, "semconv v1.38, opt-in (§1.3)"),
+    Row(F.ARGUMENTS, OI, FUNCTION, "`input.value` wrapper, positional arguments named by `tool.parameters`", None,
+        "OpenInference on smolagents (CodeAgent passes positional arguments)", when=smolagents_span,
+        reader=smolagents_arguments),
     Row(F.ARGUMENTS, OI, ATTR, OpenInference.INPUT_VALUE, unwrap_python_call,
         "OpenInference on LlamaIndex, smolagents, DSPy: the Python call wrapper `{kwargs: {…}}`",
         when=python_call_wrapper),
@@ -1154,6 +1257,8 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.TOOLS_OFFERED, HAY, ATTR, Haystack.AGENT_TOOLS, haystack_tools,
         "Haystack agent span (a plain tag: also without content)", tier=7),
     Row(F.TOOLS_OFFERED, HAY, ATTR, Haystack.LLM_INPUT, haystack_tools, "Haystack model span `tools`", tier=8),
+    Row(F.TOOLS_OFFERED, OI, ATTR, Smolagents.TOOLS_NAMES, smolagents_tool_names,
+        "smolagents agent span: the tools' names (also without content)", tier=9),
     Row(F.TOOLS_OFFERED, OI, ATTR, OpenInference.INVOCATION_PARAMETERS, invocation_tools,
         "OpenInference request parameters' `tools` (LangChain.js: kept when inputs are hidden)", tier=9),
     # ---- model and provider
@@ -1202,6 +1307,8 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.AGENT_INPUT, HAY, ATTR, Haystack.AGENT_INPUT, haystack_messages, "Haystack agent span"),
     Row(F.AGENT_INPUT, HAY, ATTR, Haystack.COMPONENT_INPUT, haystack_messages, "Haystack Agent component span",
         when=haystack_agent_component),
+    Row(F.AGENT_INPUT, OI, ATTR, OpenInference.INPUT_VALUE, smolagents_task, "smolagents agent span `{task: …}`",
+        when=smolagents_span),
     Row(F.AGENT_INPUT, DSP, ATTR, OpenInference.INPUT_VALUE, dspy_input, "DSPy module `{input_args: {…}}`",
         when=dspy_span),
     Row(F.AGENT_INPUT, OI, ATTR, OpenInference.INPUT_VALUE, oi_value_messages,
@@ -1211,6 +1318,10 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.FINAL_TEXT, PYD, ATTR, PydanticAI.FINAL_RESULT, final_result_text, "pydantic-ai agent span (§4.2)"),
     Row(F.FINAL_TEXT, ANY, FUNCTION, "the output_messages rows above", assistant_text, "§7 final answer",
         reader=output_messages_if_any),
+    Row(F.FINAL_TEXT, OI, ATTR, OpenInference.OUTPUT_VALUE, smolagents_output,
+        "smolagents agent span: the answer, or the last `FinalAnswerStep` of a streamed run", when=smolagents_span),
+    Row(F.FINAL_TEXT, OI, ATTR, OpenInference.OUTPUT_VALUE, not_an_object_repr,
+        "LlamaIndex: a `StopEvent(…)` repr (cut short) is no answer", when=llama_index_span),
     Row(F.FINAL_TEXT, DSP, ATTR, OpenInference.OUTPUT_VALUE, dspy_prediction, "DSPy module output: a Prediction",
         when=dspy_span),
     Row(F.FINAL_TEXT, OI, ATTR, OpenInference.OUTPUT_VALUE, oi_text, "OpenInference AGENT / CHAIN output (§2)"),
@@ -1226,6 +1337,10 @@ ROWS: Final[tuple[Row, ...]] = (
     Row(F.AGENT_NAME, VAI, SET, VercelAI.FUNCTION_ID, as_text,
         "Vercel AI SDK `ai.telemetry.functionId`: the only agent name it records"),
     Row(F.AGENT_NAME, OI, SET, OpenInference.AGENT_NAME, as_text, "OpenInference (§2)"),
+    Row(F.AGENT_NAME, OI, NAME, "the span name before `.run`", smolagents_agent_name,
+        "smolagents agent span `<name>.run` (no agent-name attribute)", when=smolagents_span),
+    Row(F.AGENT_NAME, OI, ATTR, OpenInference.INPUT_VALUE, llama_index_agent_name,
+        "LlamaIndex `parse_agent_output` input: `current_agent_name` in the `AgentOutput` repr", when=llama_index_span),
     Row(F.AGENT_NAME, HAY, SET, Haystack.COMPONENT_NAME, as_text, "Haystack Agent component span (in a pipeline)",
         when=haystack_agent_component),
     Row(F.AGENT_NAME, PYD, SET, PydanticAI.AGENT_NAME, as_text, "pydantic-ai agent span (§4.2)"),
@@ -1279,6 +1394,10 @@ RULES: Final[tuple[Rule, ...]] = (
          "Vercel AI SDK `ai.generateText` / `ai.streamText` (…Object): the run"),
     Rule(F.ROLE, Role.LLM, VAI, value_in(VercelAI.OPERATION_ID, *VercelAI.MODEL_OPS),
          "Vercel AI SDK `….doGenerate` / `….doStream`: one model call"),
+    Rule(F.ROLE, Role.OTHER, OI, name_ends(LlamaIndex.NO_MODEL_CALL_SUFFIX),
+         "LlamaIndex: an LLM span that prepares a request and calls no model", also=scope_is(LlamaIndex.SCOPE)),
+    Rule(F.ROLE, Role.AGENT, OI, name_ends(LlamaIndex.AGENT_STEP_SUFFIX),
+         "LlamaIndex: the agent step that names the agent (a span of the same run)", also=scope_is(LlamaIndex.SCOPE)),
     Rule(F.ROLE, Role.TOOL, OI, text_in(OpenInference.SPAN_KIND, OpenInference.KIND_TOOL), "OpenInference (§2)"),
     Rule(F.ROLE, Role.AGENT, OI, text_in(OpenInference.SPAN_KIND, OpenInference.KIND_AGENT), "OpenInference (§2)"),
     Rule(F.ROLE, Role.LLM, OI, text_in(OpenInference.SPAN_KIND, OpenInference.KIND_LLM), "OpenInference (§2)"),
@@ -1556,6 +1675,8 @@ def _holds(test: Condition) -> Callable[[SpanRecord, Mapping[str, Any]], bool]:
         return lambda span, a: span.name == key
     if check is Check.NAME_STARTS:
         return lambda span, a: span.name.startswith(key)
+    if check is Check.NAME_ENDS:
+        return lambda span, a: span.name.endswith(key)
     if check is Check.SCOPE_IS:
         return lambda span, a: span.scope_name == key
     if check is Check.ROOT:

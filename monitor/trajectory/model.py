@@ -152,7 +152,9 @@ class Usage:
         )
 
 
-CallKind: TypeAlias = Literal["function", "mcp", "agent"]
+CallKind: TypeAlias = Literal["function", "mcp", "agent", "framework"]
+"""``framework``: a tool the framework offers the model for its own control flow (smolagents ``final_answer``,
+DSPy ``finish``), not the user's work: :func:`~monitor.trajectory.view.view` leaves it out unless asked."""
 
 
 @dataclass(frozen=True, slots=True)

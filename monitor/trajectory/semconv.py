@@ -286,6 +286,43 @@ class PythonCallWrappers:
     FLAGS: Final = frozenset({"sanitize_inputs_outputs"})  # wrapper keys that are not arguments
 
 
+class LlamaIndex:
+    """LlamaIndex agents (FunctionAgent, ReActAgent) traced by openinference-instrumentation-llama-index."""
+
+    SCOPE: Final = "openinference.instrumentation.llama_index"
+    NO_MODEL_CALL_SUFFIX: Final = "._prepare_chat_with_tools"  # an LLM span beside each model call that calls none
+    AGENT_STEP_SUFFIX: Final = ".parse_agent_output"  # the one span whose input names the agent (in a repr)
+    AGENT_NAME_IN_REPR: Final = r"current_agent_name='([^']+)'"
+    TOOL_OUTPUT_KEYS: Final = frozenset({"blocks", "tool_name", "raw_input", "raw_output", "is_error"})  # ToolOutput
+
+
+class Smolagents:
+    """smolagents traced by openinference-instrumentation-smolagents (ToolCallingAgent, CodeAgent)."""
+
+    SCOPE: Final = "openinference.instrumentation.smolagents"
+    AGENT_SPAN_SUFFIX: Final = ".run"  # the root AGENT span is `<agent name>.run`
+    TOOLS_NAMES: Final = "smolagents.tools_names"  # a Python list repr of the tools' names, also without content
+    TASK: Final = "task"  # the root span's input.value: {"task": <user request>, "stream": …}
+    FINAL_ANSWER_STEP: Final = "FinalAnswerStep(output="  # ends the root's output.value when the run streamed
+
+
+class ReAct:
+    """The ReAct text format (LlamaIndex ReActAgent, LangChain ReAct prompts): ``Thought: …`` then
+    ``Action: …`` / ``Action Input: …`` or ``Answer: …``; the answer is the text after ``Answer:``."""
+
+    ANSWER: Final = r"\A\s*Thought:.*?^Answer:[ \t]*(.*)\Z"
+
+
+class FrameworkTools:
+    """Tools a framework offers the model for its own control flow, not the user's work: scorers leave these
+    calls (kind ``framework``) out. By instrumentation scope."""
+
+    BY_SCOPE: Final = {
+        "openinference.instrumentation.smolagents": frozenset({"final_answer"}),
+        "openinference.instrumentation.dspy": frozenset({"finish"}),
+    }
+
+
 class DSPy:
     """DSPy traced by openinference-instrumentation-dspy: tools are spans named ``<tool>.__call__``."""
 

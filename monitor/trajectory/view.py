@@ -51,18 +51,26 @@ def _collect(run: Run, scope: Scope, out: list[ToolCall]) -> None:
             stack.extend((child, depth + 1) for child in reversed(current.children))
 
 
-def view(run: Run, calls_source: CallsSource = "auto", scope: Scope = "flatten") -> tuple[ToolCall, ...]:
+def view(
+    run: Run, calls_source: CallsSource = "auto", scope: Scope = "flatten", *, framework: bool = False
+) -> tuple[ToolCall, ...]:
     """The run's calls for a scorer, re-indexed from 0 in §1.3 order.
+
+    Calls of kind ``framework`` (a framework's own control tools: smolagents ``final_answer``, DSPy ``finish``)
+    are left out unless ``framework`` is true: scorers judge the tools of the user's agent.
 
     ``auto``: every call (executed spans merged with the model's tool_call parts);
     ``selected``: calls the model emitted as tool_call parts (executed or not), with the
     arguments the model emitted; ``executed``: calls that have a tool span.
     ``flatten`` includes nested agents' calls (``depth`` ≥ 1); ``own`` only this run's.
     """
-    if (not run.children or scope == "own") and calls_source == "auto" and _in_view_order(run.calls):
+    plain = framework or all(c.kind != "framework" for c in run.calls)
+    if plain and (not run.children or scope == "own") and calls_source == "auto" and _in_view_order(run.calls):
         return run.calls  # the builder already stores own calls in view order, indexed from 0
     calls: list[ToolCall] = []
     _collect(run, scope, calls)
+    if not framework:
+        calls = [c for c in calls if c.kind != "framework"]
     if calls_source == "selected":
         calls = [
             dataclasses.replace(c, args=c.requested_args)

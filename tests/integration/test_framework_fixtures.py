@@ -45,7 +45,8 @@ def _field(value: Any) -> Any:
     return UNCHECKED if value is None else value
 
 
-def _call(raw: dict[str, Any], content: bool) -> ExpectedCall:
+def _call(raw: dict[str, Any], content: bool, kinds: bool = False) -> ExpectedCall:
+    """``kinds``: the fixture marks kinds (``"kind": "framework"``), so an unmarked call must be a ``function``."""
     error = raw.get("error")
     if error is None:
         want_error: Any = False
@@ -58,7 +59,8 @@ def _call(raw: dict[str, Any], content: bool) -> ExpectedCall:
     else:
         want_error = bool(error)
     args = raw.get("args", UNCHECKED) if content else ABSENT
-    return ExpectedCall(raw["name"], args, want_error)
+    kind = raw.get("kind", "function") if kinds else UNCHECKED
+    return ExpectedCall(raw["name"], args, want_error, kind=kind)
 
 
 def _run(raw: dict[str, Any], content: bool) -> ExpectedRun:
@@ -70,7 +72,7 @@ def _run(raw: dict[str, Any], content: bool) -> ExpectedRun:
         user_text=_field(raw.get("user_text")) if content else None,
         final_response=_field(raw.get("final_response")) if content else None,
         tools_offered=_field(raw.get("tools_offered")),
-        calls=UNCHECKED if calls is None else [_call(c, content) for c in calls],
+        calls=UNCHECKED if calls is None else [_call(c, content, any("kind" in c for c in calls)) for c in calls],
         children=UNCHECKED if children is None else [_run(c, content) for c in children],
         trace_id=_field(raw.get("trace_id")),
     )
@@ -200,3 +202,36 @@ def test_one_model_call_recorded_by_two_sibling_spans_is_one_step_and_its_calls_
     # each step keeps the usage of its one call, and the run's usage counts every call once
     assert all(step.usage.input_tokens is not None and step.usage.output_tokens is not None for step in run.steps)
     assert run.usage.input_tokens == sum(step.usage.input_tokens or 0 for step in run.steps)
+
+
+# --------------------------------------------------------------------------- framework tools, results from log events
+
+
+@pytest.mark.parametrize(
+    ("fixture", "control_tool"),
+    [("smolagents_oi/code_sequential", "final_answer"), ("dspy_oi/sequential", "finish")],
+)
+def test_a_frameworks_own_control_tool_is_kept_but_scorers_do_not_see_it(fixture: str, control_tool: str) -> None:
+    from monitor.trajectory.view import view
+
+    _, traces, logs = _load(FIXTURES / f"{fixture}.expected.json")
+    (run,) = rebuild(traces, logs, parts=2, seed=3)
+    assert [c.kind for c in run.calls if c.name == control_tool] == ["framework"]
+    assert all(c.kind == "function" for c in run.calls if c.name != control_tool)
+    assert control_tool not in [c.name for c in view(run)]
+    assert control_tool in [c.name for c in view(run, framework=True)]
+    assert [c.index for c in view(run)] == list(range(len(view(run))))
+
+
+def test_a_tool_result_logged_only_in_the_next_model_calls_events_is_the_calls_result() -> None:
+    """Microsoft Agent Framework with the 1.36 conventions: no content on spans; the arguments are in the
+    `gen_ai.choice` log record, the result only in the next model call's `gen_ai.tool.message` record."""
+    _, traces, logs = _load(FIXTURES / "agent_framework_legacy" / "sequential.expected.json")
+    assert logs is not None
+    (run,) = rebuild(traces, logs, parts=3, seed=1)
+    assert [(c.name, c.args, c.result) for c in run.calls] == [
+        ("get_weather", {"city": "Paris"}, "Paris: 18°C, sunny"),
+        ("get_time", {"tz": "Europe/Paris"}, "09:30"),
+    ]
+    (spans_only,) = rebuild(traces, None, parts=3, seed=1)
+    assert all(not c.args_captured for c in spans_only.calls)

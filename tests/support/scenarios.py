@@ -68,6 +68,8 @@ class ExpectedCall:
     error: Any = UNCHECKED
     """``False`` / ``True`` / the expected ``error.type`` (``str`` exact, :class:`ErrorType` suffix match)."""
     executed: Any = UNCHECKED
+    kind: Any = UNCHECKED
+    """The call's kind (``function``, ``agent``, ``mcp``, ``framework``)."""
 
 
 @dataclass
@@ -154,6 +156,8 @@ def _project_call(call: Any, exp: ExpectedCall | None, keys: Sequence[str]) -> d
             out["args"] = call.args
         elif key == "executed":
             out["executed"] = call.executed
+        elif key == "kind":
+            out["kind"] = call.kind
         elif key == "error":
             if isinstance(want, (str, ErrorType)):
                 got = call.error.type if call.error is not None else False
@@ -196,7 +200,8 @@ def project(run: Any, exp: ExpectedRun) -> tuple[dict[str, Any], dict[str, Any]]
         want = None if exp.tools_offered is None else sorted(exp.tools_offered)
         actual["tools_offered"], expected["tools_offered"] = offered, want
     if exp.calls is not UNCHECKED:
-        keys = [k for k in ("args", "error", "executed") if any(getattr(c, k) is not UNCHECKED for c in exp.calls)]
+        checked = ("args", "error", "executed", "kind")
+        keys = [k for k in checked if any(getattr(c, k) is not UNCHECKED for c in exp.calls)]
         got = [_project_call(c, exp.calls[i] if i < len(exp.calls) else None, keys) for i, c in enumerate(run.calls)]
         actual["calls"] = got
         expected["calls"] = [_expected_call(e, got[i] if i < len(got) else None, keys) for i, e in enumerate(exp.calls)]
