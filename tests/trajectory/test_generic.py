@@ -158,3 +158,43 @@ def test_explain_reads_known_frameworks_as_read_or_structure() -> None:
             if note.verdict == "not_read":
                 assert "the tool's own work" in note.reason, (path, note)
     assert seen["read"] > 400 and seen["structure"] > 0
+
+
+def _renamed(span: SpanRecord, old: str, new: str) -> SpanRecord:
+    """The span as an unknown framework would write it: its scope, span name and keys under another prefix."""
+    import dataclasses
+
+    def rename(text: str) -> str:
+        return new + text[len(old) :] if text.startswith(old) else text
+
+    return dataclasses.replace(
+        span,
+        name=rename(span.name),
+        scope_name=rename(span.scope_name),
+        attributes={rename(k): v for k, v in span.attributes.items()},
+    )
+
+
+@pytest.mark.parametrize(
+    ("fixture", "prefix"), [("haystack/sequential", "haystack"), ("vercel_ai6/sequential_chat", "ai")]
+)
+def test_a_real_frameworks_trace_under_an_unknown_name_still_yields_its_calls_flagged_generic(
+    fixture: str, prefix: str
+) -> None:
+    """The recorded spans of a real framework, renamed so that no convention knows them: the run is still there,
+    with the tools the ground truth recorded, in order, with their arguments."""
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
+    expected = json.loads((fixtures / f"{fixture}.expected.json").read_text())
+    spans = [_renamed(s, prefix, "acme") for s in decode_traces((fixtures / f"{fixture}.traces.pb").read_bytes())]
+    counted: Counter[str] = Counter()
+    (run,) = build_runs(spans, unrecognized=counted)
+    assert "generic" in run.conventions
+    assert not {"haystack", "vercel_ai"} & set(run.conventions)
+    (want,) = expected["runs"]
+    assert [(c.name, c.args) for c in run.calls] == [(c["name"], c["args"]) for c in want["calls"]]
+    if run.conventions == ("generic",):  # Vercel's model spans also carry a few gen_ai.* keys: then nothing counts
+        assert counted["acme"] >= len(want["calls"])
+    else:
+        assert not counted
