@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
-FRAMEWORKS := adk2 adk2_openinference adk1 strands openai_v2 openai_agents_otel openai_agents_oi pydantic_ai_v1 openllmetry_legacy langgraph_oi langgraph_openllmetry traceloop_sdk_anthropic openinference_anthropic_stream
+FRAMEWORKS := adk2 adk2_openinference adk1 strands openai_v2 openai_agents_otel openai_agents_oi pydantic_ai_v1 openllmetry_legacy langgraph_oi langgraph_openllmetry traceloop_sdk_anthropic openinference_anthropic_stream \
+  haystack dspy_oi agent_framework_legacy llama_index_oi smolagents_oi vercel_ai openinference_vercel mastra_arize langchainjs_oi
 export DEBIAN_FRONTEND := noninteractive
 
 .PHONY: install system-deps peers test lint typecheck unit fuzz demo demo-offline bench fixtures clean
@@ -41,8 +42,17 @@ typecheck: install
 peers: install
 	tests/peers/setup.sh
 
+# Environments of the fixture generators that tests/integration/test_live_generators.py runs live (five
+# Python venvs in .fixture-venvs/, four node_modules); like `peers`, each is rebuilt only when its lock changes.
+.PHONY: generators clean-generators
+generators: install
+	tests/fixtures/generators/setup.sh
+
+clean-generators:
+	rm -rf .fixture-venvs tests/fixtures/generators/*/node_modules
+
 # MONITOR_TEST_REQUIRE_POSTGRES: a missing PostgreSQL fails the suite instead of skipping its tests.
-unit: install system-deps peers
+unit: install system-deps peers generators
 	MONITOR_TEST_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
 
 test: lint typecheck unit
@@ -70,7 +80,7 @@ bench: install peers
 fixtures: install
 	tests/fixtures/generators/regenerate.sh $(FRAMEWORKS)
 
-clean:
+clean: clean-generators
 	rm -rf $(VENV) .fixture-venvs .peer-venvs tests/peers/mastra/node_modules .pytest_cache .mypy_cache .ruff_cache
 
 # Copy the alert rules and the dashboards into the Helm chart (helm/agent-tool-monitor/files/); `make lint`
