@@ -501,12 +501,17 @@ def strands_agent_tools(value: Any) -> tuple[ToolDef, ...] | None:
     return parse_tool_definitions(value, Strands.AGENT_TOOLS)
 
 
+def _tool_list(value: Any, field: str, source: str) -> tuple[ToolDef, ...] | None:
+    """Tool definitions in the list ``field`` of a JSON object (None when there is no such list)."""
+    params = loads(value)
+    if isinstance(params, Mapping) and isinstance(params.get(field), list):
+        return parse_tool_definitions(params[field], source)
+    return None
+
+
 def pydantic_function_tools(value: Any) -> tuple[ToolDef, ...] | None:
     """``model_request_parameters.function_tools`` (§4.2)."""
-    params = loads(value)
-    if isinstance(params, Mapping) and isinstance(params.get("function_tools"), list):
-        return parse_tool_definitions(params["function_tools"], PydanticAI.MODEL_REQUEST_PARAMETERS)
-    return None
+    return _tool_list(value, "function_tools", PydanticAI.MODEL_REQUEST_PARAMETERS)
 
 
 def adk_request_tools(value: Any) -> tuple[ToolDef, ...] | None:
@@ -1018,10 +1023,7 @@ def langchain_agent_name(value: Any) -> str | None:
 
 def invocation_tools(value: Any) -> tuple[ToolDef, ...] | None:
     """The ``tools`` of OpenInference's ``llm.invocation_parameters`` (kept when inputs are hidden)."""
-    params = loads(value)
-    if isinstance(params, Mapping) and isinstance(params.get("tools"), list):
-        return parse_tool_definitions(params["tools"], OpenInference.INVOCATION_PARAMETERS)
-    return None
+    return _tool_list(value, "tools", OpenInference.INVOCATION_PARAMETERS)
 
 
 def vercel_tools(value: Any) -> tuple[ToolDef, ...] | None:
