@@ -886,30 +886,54 @@ def vercel_output(v: SpanView) -> Messages | None:
     return (Message("assistant", tuple(parts)),) if parts else None
 
 
-_HAYSTACK_MESSAGE_REPR: Final = re.compile(
-    r"ChatMessage\(_role=<ChatRole\.\w+: '(\w+)'>, _content=\[(.*?)\], _name=", re.S
-)
-_HAYSTACK_TEXT_REPR: Final = re.compile(r"TextContent\(text=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\)")
+_HAYSTACK_MESSAGE_HEAD: Final = "ChatMessage(_role=<ChatRole."
+_HAYSTACK_ROLE: Final = re.compile(r"\w+: '(\w+)'>")
+_HAYSTACK_TEXT_HEAD: Final = "TextContent(text="
+
+
+def _python_string_literal(text: str, start: int) -> tuple[str, int] | None:
+    """The Python string literal (``'…'`` or ``"…"``, backslash escapes) that starts at ``text[start]``, decoded,
+    and the index after it; None when there is none. One forward scan: linear in what it reads."""
+    if start >= len(text) or text[start] not in "'\"":
+        return None
+    quote, i = text[start], start + 1
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == quote:
+            try:
+                value = ast.literal_eval(text[start : i + 1])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+            return (value, i + 1) if isinstance(value, str) else None
+        i += 1
+    return None
 
 
 def haystack_messages(value: Any) -> Messages | None:
     """Haystack's ``{"messages": [ChatMessage.to_dict()]}``; when a value was not JSON-serializable (a
     streaming callback) Haystack writes ``str()`` of the dict instead: the texts of its ``ChatMessage`` reprs are
-    read then (tool calls in a repr are not)."""
+    read then (tool calls in a repr are not). Linear in the value: each repr is read once, forward."""
     decoded = loads(value)
     if not isinstance(decoded, str):
         return parse_messages(decoded)
     out: list[Message] = []
-    for role, content in _HAYSTACK_MESSAGE_REPR.findall(decoded):
+    heads = decoded.split(_HAYSTACK_MESSAGE_HEAD)[1:]
+    for chunk in heads:
+        role = _HAYSTACK_ROLE.match(chunk)
+        if role is None:
+            continue
         texts: list[Part] = []
-        for quoted in _HAYSTACK_TEXT_REPR.findall(content):
-            try:
-                text = ast.literal_eval(quoted)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                continue
-            if isinstance(text, str):
-                texts.append(TextPart(text))
-        out.append(Message(normalize_role(role), tuple(texts)))
+        at = chunk.find(_HAYSTACK_TEXT_HEAD)
+        while at >= 0:
+            literal = _python_string_literal(chunk, at + len(_HAYSTACK_TEXT_HEAD))
+            if literal is None:
+                break
+            texts.append(TextPart(literal[0]))
+            at = chunk.find(_HAYSTACK_TEXT_HEAD, literal[1])
+        out.append(Message(normalize_role(role.group(1)), tuple(texts)))
     return tuple(out) or None
 
 
