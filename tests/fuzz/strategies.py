@@ -76,6 +76,8 @@ REQUIRED_FEATURES: Final = frozenset(
         "conv:gen_ai",
         "conv:openinference",
         "conv:openllmetry",
+        "conv:vercel_ai",
+        "conv:haystack",
         "surrogate",
         "surrogate:agent_name",
         "surrogate:tool_name",
@@ -472,12 +474,18 @@ def _messages(role: str, parts: list[dict[str, Any]], **extra: Any) -> str:
 
 # --------------------------------------------------------------------------- agent runs in three conventions
 
-CONVENTIONS: Final = ("gen_ai", "openinference", "openllmetry")
+CONVENTIONS: Final = ("gen_ai", "openinference", "openllmetry", "vercel_ai", "haystack")
 _SCOPES: Final = {
     "gen_ai": "opentelemetry.instrumentation.genai",
     "openinference": "openinference.instrumentation.anthropic",
     "openllmetry": "opentelemetry.instrumentation.anthropic",
+    "vercel_ai": "ai",
+    "haystack": "haystack",
 }
+
+
+def _haystack_message(role: str, content: list[dict[str, Any]], **meta: Any) -> dict[str, Any]:
+    return {"role": role, "meta": meta, "name": None, "content": content}
 
 
 class _TraceBuilder:
@@ -524,6 +532,21 @@ class _TraceBuilder:
                 "output.value": answer,
             }
             return self.add(parent, agent, conv, attrs)
+        if conv == "vercel_ai":
+            attrs = {
+                "ai.operationId": "ai.generateText",
+                "operation.name": f"ai.generateText {agent}",
+                "ai.telemetry.functionId": agent,
+                "ai.prompt": _dumps({"system": "You help.", "prompt": user}),
+                "ai.response.text": answer,
+            }
+            return self.add(parent, "ai.generateText", conv, attrs)
+        if conv == "haystack":
+            attrs = {
+                "haystack.agent.input": _dumps({"messages": [_haystack_message("user", [{"text": user}])]}),
+                "haystack.agent.output": _dumps({"messages": [_haystack_message("assistant", [{"text": answer}])]}),
+            }
+            return self.add(parent, "haystack.agent.run", conv, attrs)
         kind = self.ctx.draw(st.sampled_from(["agent", "workflow"]))
         attrs = {
             "traceloop.span.kind": kind,
@@ -577,6 +600,36 @@ class _TraceBuilder:
                 attrs[prefix + "function.name"] = tool
                 attrs[prefix + "function.arguments"] = raw
             return self.add(parent, "Messages", conv, attrs, kind=3)
+        if conv == "vercel_ai":
+            attrs = {
+                "ai.operationId": "ai.generateText.doGenerate",
+                "ai.model.id": model,
+                "ai.usage.inputTokens": ctx.token_count(),
+                "ai.usage.outputTokens": ctx.token_count(),
+                "ai.prompt.messages": _dumps([{"role": "user", "content": [{"type": "text", "text": user}]}]),
+                "ai.response.toolCalls": _dumps(
+                    [{"toolCallId": cid, "toolName": tool, "input": raw} for cid, tool, _obj, raw in calls]
+                ),
+            }
+            if answer is not None:
+                attrs["ai.response.text"] = answer
+            return self.add(parent, "ai.generateText.doGenerate", conv, attrs)
+        if conv == "haystack":
+            content: list[dict[str, Any]] = [
+                {"tool_call": {"tool_name": tool, "arguments": raw, "id": cid}} for cid, tool, obj, raw in calls
+            ]
+            if answer is not None:
+                content.append({"text": answer})
+            usage = {
+                "prompt_tokens": ctx.draw(st.integers(0, 10**6)),
+                "completion_tokens": ctx.draw(st.integers(0, 10**6)),
+            }
+            reply = _haystack_message("assistant", content, model=model, usage=usage)
+            attrs = {
+                "haystack.agent.step.llm.input": _dumps({"messages": [_haystack_message("user", [{"text": user}])]}),
+                "haystack.agent.step.llm.output": _dumps({"replies": [reply]}),
+            }
+            return self.add(parent, "haystack.agent.step.llm", conv, attrs)
         attrs = {
             "llm.request.type": "chat",
             "gen_ai.system": "Anthropic",
@@ -621,6 +674,24 @@ class _TraceBuilder:
                 "output.value": result,
             }
             span = self.add(parent, tool, conv, attrs)
+        elif conv == "vercel_ai":
+            attrs = {
+                "ai.operationId": "ai.toolCall",
+                "ai.toolCall.name": tool,
+                "ai.toolCall.id": cid,
+                "ai.toolCall.args": raw,
+                "ai.toolCall.result": result,
+            }
+            span = self.add(parent, "ai.toolCall", conv, attrs)
+        elif conv == "haystack":
+            attrs = {
+                "haystack.tool.name": tool,
+                "haystack.agent.step.tool.input": raw,
+                "haystack.agent.step.tool.output": result,
+            }
+            if ctx.draw(st.integers(0, 5)) == 0:
+                attrs["haystack.tool.error"] = True
+            span = self.add(parent, "haystack.agent.step.tool", conv, attrs)
         else:
             entity_input = raw
             if isinstance(obj, dict) and _proto_safe(obj):
