@@ -24,6 +24,10 @@ Contract of :func:`build_runs`:
   (SCORING.md §1.3), else a part and an unmatched tool span with the same name and the same captured
   arguments that starts after the step began; ordered by start time (unexecuted ones by the end of
   their step). A selected call with such a match is always linked to its execution, never listed twice.
+* A tool span that captured no result and did not fail takes the result the model was sent back for its call id
+  (a later step's input messages). A call of a framework's own control tool (``FrameworkTools``: smolagents
+  ``final_answer``, DSPy ``finish``) has kind ``framework``. Without an agent-level answer, the run's answer is
+  the last step's text (its ``Answer:`` part when the text is in the ReAct format).
 * Clock skew (end before start) is clamped to a zero duration. Nothing here raises on content.
 * Cost and depth are bounded: the rebuild is linear in the spans (up to a small factor per run for
   the call matching) and uses no recursion, so no trace shape can raise ``RecursionError``. A trace
