@@ -75,6 +75,7 @@ bench: install peers
 	$(PY) bench/decode_rebuild.py
 	$(PY) bench/scorers.py
 	$(PY) bench/judges.py
+	$(PY) bench/gc_freeze.py
 
 # Re-record the framework fixtures (each framework in its own locked virtualenv).
 fixtures: install

@@ -316,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from monitor.preflight import configure_logging
 
         configure_logging(settings, sys.stderr)
-        app = App(settings)
+        app = App(settings, freeze_gc=True)
         app.install_signal_handlers()
         return app.run()
     if args.command == "config":

@@ -240,6 +240,8 @@ def test_the_startup_line_masks_the_store_password_and_secret_parameters(
     text = _run_daemon_until_stored(write_config(tmp_path / "monitor.yaml", settings), tmp_path / "d.log", url, 1)
     started = [line for line in text.splitlines() if "started: topics" in line]
     assert len(started) == 1 and ":***@" in started[0] and "sslpassword=***" in started[0], text[-3000:]
+    frozen = [line for line in text.splitlines() if "startup objects out of the garbage collector's way" in line]
+    assert len(frozen) == 1 and int(frozen[0].split("froze ")[1].split()[0]) > 10_000, text[-3000:]
     assert "hunter2" not in text and "s3cr3t-key" not in text
 
 
