@@ -37,7 +37,7 @@ from monitor.analysis.model import (
     Window,
     WindowData,
 )
-from monitor.store.queries import examples_per_group, result_counts
+from monitor.store.queries import counts_of, examples_per_group, result_counts
 from monitor.store.schema import issues, results, run_summaries, runs, tool_definitions
 from monitor.store.sql import SqlResultStore, _unavailable_on_connection_errors
 
@@ -375,20 +375,7 @@ def scorer_summaries(source: Source, since: datetime, until: datetime) -> list[S
     )
     with _unavailable_on_connection_errors(), _engine(source).connect() as conn:
         rows = conn.execute(statement).all()
-    out = [
-        ScorerSummary(
-            scorer=row.scorer,
-            scorer_kind=row.kind,
-            results=int(row.n),
-            scored=int(row.scored),
-            not_applicable=int(row.not_applicable),
-            errors=int(row.errors),
-            passed=int(row.passed),
-            failed=int(row.failed),
-            mean_score=float(row.mean) if row.mean is not None else None,
-        )
-        for row in rows
-    ]
+    out = [ScorerSummary(scorer=row.scorer, scorer_kind=row.kind, **counts_of(row)) for row in rows]
     return sorted(out, key=lambda s: s.scorer)
 
 

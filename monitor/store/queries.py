@@ -140,6 +140,20 @@ def result_counts() -> list[sa.Label[Any]]:
     ]
 
 
+def counts_of(row: Any) -> dict[str, Any]:
+    """A row selected with :func:`result_counts` as the keyword arguments of a counts record: ``results``,
+    ``scored``, ``not_applicable``, ``errors``, ``passed``, ``failed`` and ``mean_score``."""
+    return {
+        "results": int(row.n),
+        "scored": int(row.scored),
+        "not_applicable": int(row.not_applicable),
+        "errors": int(row.errors),
+        "passed": int(row.passed),
+        "failed": int(row.failed),
+        "mean_score": float(row.mean) if row.mean is not None else None,
+    }
+
+
 def scorer_stats(
     source: Source,
     since: datetime | None = None,
@@ -164,14 +178,8 @@ def scorer_stats(
         ScorerStats(
             agent=row.agent,
             scorer=row.scorer,
-            results=int(row.n),
-            scored=int(row.scored),
-            not_applicable=int(row.not_applicable),
-            errors=int(row.errors),
-            passed=int(row.passed),
-            failed=int(row.failed),
             pass_rate=int(row.passed) / (int(row.passed) + int(row.failed)) if row.passed + row.failed else None,
-            mean_score=float(row.mean) if row.mean is not None else None,
+            **counts_of(row),
         )
         for row in rows
     ]
