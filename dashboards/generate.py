@@ -96,6 +96,11 @@ def q(expr: str, legend: str = "", ref: str = "A") -> prom_b.Dataquery:
     return target
 
 
+def rate_by(metric: str, label: str, selector: str) -> prom_b.Dataquery:
+    """The per-second rate of counter ``metric`` (``selector`` filters it), one series per value of ``label``."""
+    return q(f"sum by ({label}) (rate({metric}{{{selector}}}[{RATE}]))", f"{{{{{label}}}}}")
+
+
 def instant(expr: str, ref: str = "A", *, table: bool = False) -> prom_b.Dataquery:
     """An instant query (stat and table panels: one value per series, no exemplars)."""
     target = prom_b.Dataquery().expr(expr).ref_id(ref).datasource(DS).instant()
@@ -395,7 +400,7 @@ def overview() -> dict[str, Any]:
         timeseries(
             "Runs scored per second, by agent",
             "Runs with at least one new scorer result. Exemplars link to example traces.",
-            [q(f"sum by (agent) (rate(monitor_runs_scored_total{{{a}}}[{RATE}]))", "{{agent}}")],
+            [rate_by("monitor_runs_scored_total", "agent", a)],
             stack=True,
         ),
         timeseries(
@@ -434,7 +439,7 @@ def overview() -> dict[str, Any]:
         timeseries(
             "Tool-selection errors per second, by kind",
             "wrong_tool, missing_tool, unnecessary_tool, hallucinated_tool, forbidden_tool, wrong_order.",
-            [q(f"sum by (kind) (rate(monitor_tool_selection_errors_total{{{at}}}[{RATE}]))", "{{kind}}")],
+            [rate_by("monitor_tool_selection_errors_total", "kind", at)],
             stack=True,
         ),
         timeseries(
@@ -455,7 +460,7 @@ def overview() -> dict[str, Any]:
             "Parameter errors per second, by kind",
             "missing_parameter, unknown_parameter, wrong_type, enum_violation, invalid_value, wrong_value, "
             "forbidden_parameter, malformed_arguments.",
-            [q(f"sum by (kind) (rate(monitor_parameter_errors_total{{{at}}}[{RATE}]))", "{{kind}}")],
+            [rate_by("monitor_parameter_errors_total", "kind", at)],
             stack=True,
         ),
         table(
@@ -580,7 +585,7 @@ def agent() -> dict[str, Any]:
         timeseries(
             "Tool calls per second, by tool",
             "Calls of each tool in the agent's scored runs. Exemplars link to example traces.",
-            [q(f"sum by (tool) (rate(monitor_tool_calls_total{{{at}}}[{RATE}]))", "{{tool}}")],
+            [rate_by("monitor_tool_calls_total", "tool", at)],
             stack=True,
         ),
         timeseries(
@@ -838,14 +843,14 @@ def pipeline() -> dict[str, Any]:
         timeseries(
             "Dead letters per second, by reason",
             "Records sent to the dead-letter topic <topic><kafka.dead_letter_suffix>.",
-            [q(f"sum by (reason) (rate(monitor_records_dead_lettered_total{{{i}}}[{RATE}]))", "{{reason}}")],
+            [rate_by("monitor_records_dead_lettered_total", "reason", i)],
             stack=True,
             w=8,
         ),
         timeseries(
             "Undecodable records per second, by reason",
             "Records that could not be decoded (dead-lettered when dead_letter.enabled).",
-            [q(f"sum by (reason) (rate(monitor_records_invalid_total{{{i}}}[{RATE}]))", "{{reason}}")],
+            [rate_by("monitor_records_invalid_total", "reason", i)],
             stack=True,
             w=8,
         ),
@@ -886,7 +891,7 @@ def pipeline() -> dict[str, Any]:
             "complete and idle are normal; max_age, max_spans, memory and shutdown are forced closes. Late spans "
             "arrived after their trace closed; split traces had spans on more than one partition.",
             [
-                q(f"sum by (outcome) (rate(monitor_traces_closed_total{{{i}}}[{RATE}]))", "{{outcome}}"),
+                rate_by("monitor_traces_closed_total", "outcome", i),
                 q(f"sum(rate(monitor_late_spans_total{{{i}}}[{RATE}]))", "late spans", "B"),
                 q(f"sum(rate(monitor_split_traces_total{{{i}}}[{RATE}]))", "split traces", "C"),
             ],
@@ -905,14 +910,14 @@ def pipeline() -> dict[str, Any]:
         timeseries(
             "Store writes per second, by outcome",
             "Results written: new, duplicate (a replay), error.",
-            [q(f"sum by (outcome) (rate(monitor_store_writes_total{{{i}}}[{RATE}]))", "{{outcome}}")],
+            [rate_by("monitor_store_writes_total", "outcome", i)],
             stack=True,
             w=6,
         ),
         timeseries(
             "Sampling decisions per second",
             "Closed runs sampled for scoring or skipped (sampling settings).",
-            [q(f"sum by (decision) (rate(monitor_runs_sampled_total{{{i}}}[{RATE}]))", "{{decision}}")],
+            [rate_by("monitor_runs_sampled_total", "decision", i)],
             stack=True,
             w=6,
         ),
@@ -920,7 +925,7 @@ def pipeline() -> dict[str, Any]:
             "Label values folded into 'other'",
             "Agent or tool names the cardinality guard folded into 'other' (list them in metrics.known_agents / "
             "known_tools to keep them).",
-            [q(f"sum by (label) (rate(monitor_label_values_folded_total{{{i}}}[{RATE}]))", "{{label}}")],
+            [rate_by("monitor_label_values_folded_total", "label", i)],
             w=6,
         ),
     )
@@ -936,7 +941,7 @@ def pipeline() -> dict[str, Any]:
             "Judge requests per second, by outcome",
             "Every attempt: ok, rate_limited (429), overloaded (529), server_error, timeout, connection, "
             "unauthorized, rejected.",
-            [q(f"sum by (outcome) (rate(monitor_judge_requests_total{{{i}}}[{RATE}]))", "{{outcome}}")],
+            [rate_by("monitor_judge_requests_total", "outcome", i)],
             stack=True,
             w=8,
         ),
@@ -962,14 +967,14 @@ def pipeline() -> dict[str, Any]:
         timeseries(
             "Runs not judged per second, by reason",
             "not_flagged, budget_priority, backlog, too_large, budget (a daily limit spent), expired.",
-            [q(f"sum by (reason) (rate(monitor_judge_runs_dropped_total{{{i}}}[{RATE}]))", "{{reason}}")],
+            [rate_by("monitor_judge_runs_dropped_total", "reason", i)],
             stack=True,
             w=8,
         ),
         timeseries(
             "Judge tokens per second, by kind",
             "Tokens of answered judge requests: input (uncached), output, cache_read, cache_write.",
-            [q(f"sum by (kind) (rate(monitor_judge_tokens_total{{{i}}}[{RATE}]))", "{{kind}}")],
+            [rate_by("monitor_judge_tokens_total", "kind", i)],
             stack=True,
             w=8,
         ),
