@@ -575,7 +575,8 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
             used_parts.add((s, p))
 
     framework = _framework_tools(acc)
-    results = _results_by_call_id(steps)
+    # the results sent back to the model are read only when some tool span captured none (not on the common path)
+    results = _results_by_call_id(steps) if any(_lacks_result(t) for t in tools) else {}
     calls: list[ToolCall] = []
     for pos, t in enumerate(tools):
         sp = matched.get(pos)
@@ -629,11 +630,16 @@ def _calls(acc: _RunAcc, steps: Sequence[LlmStep], agent: str | None) -> tuple[T
     return tuple(dataclasses.replace(c, index=i) for i, c in enumerate(calls))
 
 
+def _lacks_result(tool: SpanFacts) -> bool:
+    """A tool span that captured no result, did not fail, and has a call id to look its result up by."""
+    return tool.result is ABSENT and tool.error is None and bool(tool.call_id)
+
+
 def _result(tool: SpanFacts, results: Mapping[str, Captured]) -> Captured:
     """The tool span's result; when it captured none and did not fail, what the model was sent back for it."""
-    if tool.result is not ABSENT or tool.error is not None or not tool.call_id:
+    if not _lacks_result(tool):
         return tool.result
-    return results.get(tool.call_id, ABSENT)
+    return results.get(tool.call_id or "", ABSENT)
 
 
 def _results_by_call_id(steps: Sequence[LlmStep]) -> dict[str, Captured]:
