@@ -71,11 +71,14 @@ demo: install
 demo-offline: install
 	$(PY) -m monitor inspect examples/records/*
 
+# Each benchmark publishes its figures to bench/results/<name>.json; the last step writes README's figures table.
 bench: install peers
 	$(PY) bench/decode_rebuild.py
+	$(PY) bench/pipeline.py
 	$(PY) bench/scorers.py
 	$(PY) bench/judges.py
 	$(PY) bench/gc_freeze.py
+	$(PY) bench/figures.py
 
 # Re-record the framework fixtures (each framework in its own locked virtualenv).
 fixtures: install

@@ -37,6 +37,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -66,13 +67,14 @@ from monitor.judging.budget import TOTAL, JudgeBudget
 from monitor.judging.intake import JudgeIntake
 from monitor.judging.pool import JudgePool
 from monitor.judging.startup import cache_prefix_warnings, configured_judges
-from monitor.preflight import EXIT_BROKERS_UNREACHABLE, EXIT_CONFIG, EXIT_OK, preflight
+from monitor.preflight import EXIT_BROKERS_UNREACHABLE, EXIT_CONFIG, EXIT_OK, configure_logging, preflight
 from monitor.rules.ruleset import RuleSet
 from monitor.sampling.sampler import Sampler
 from monitor.scoring.stage import ScoringStage
 from monitor.settings import Settings, SettingsError, format_problem, mask_url, setting_label
 from monitor.steps.assemble import AssembleStep
 from monitor.steps.commit import CommitStep
+from monitor.steps.contract import Step
 from monitor.steps.decode import DecodeStep
 from monitor.steps.export import ExportStep
 from monitor.steps.judge import JudgeStep, Pool
@@ -87,11 +89,13 @@ from monitor.steps.work import (
     LoopStats,
     PipelineMetrics,
     ResultSink,
-    SamplingPolicy,
+    Sampling,
     Scoring,
     Store,
     StoreAvailability,
+    TraceWork,
 )
+from monitor.steps.workers import WorkersStep, start_worker
 from monitor.store import SqlResultStore, StoreUnavailable, open_store
 from monitor.store.kept import RunKeeper
 from monitor.store.ledger import SqlBatchLedger
@@ -307,6 +311,7 @@ class App:
     def _teardown(self) -> None:
         self.health.set_alive(False)
         steps: list[tuple[str, Callable[[], None] | None]] = [
+            ("pipeline steps (worker processes)", self.loop.head.close if self.loop else None),
             ("judge pool", self.pool.stop if self.pool else None),
             ("failure patterns", self.patterns.stop if self.patterns else None),
             ("consumer", self.source.close if self.source else None),
@@ -341,6 +346,12 @@ class Judges:
     owner: str
 
 
+def start_pool_worker(settings: Settings) -> None:
+    """A worker process of ``workers.processes``: the daemon's logging, then its :class:`TraceWorker`."""
+    configure_logging(settings, sys.stderr)
+    start_worker(settings)
+
+
 def build_loop(
     settings: Settings,
     make_source: Callable[[PartitionsCallback, PartitionsCallback], Source],
@@ -349,7 +360,7 @@ def build_loop(
     store: Store,
     metrics: PipelineMetrics,
     health: Health,
-    sampler: SamplingPolicy,
+    sampler: Sampling,
     *,
     sinks: Sequence[ResultSink] = (),
     judges: Judges | None = None,
@@ -393,7 +404,7 @@ def build_loop(
         max_pending_bytes=MAX_DEAD_LETTER_BYTES_PENDING,
     )
     export = ExportStep(commit, sinks)
-    observe = ObserveStep(export, metrics=metrics, stats=stats)
+    observe = ObserveStep(export, metrics=metrics, stats=stats, wall=wall)
     stored = StoreStep(
         observe,
         settings,
@@ -423,9 +434,24 @@ def build_loop(
         judge, scoring, clock=clock, judges=judges.intake if judges is not None else None, keeper=keeper, wall=wall
     )
     sample = SampleStep(score, sampler)
-    rebuild = RebuildStep(sample, settings, guard=guard)
+    rebuild = RebuildStep(sample, settings, guard=guard, sampling=sampler)
+    head: Step[TraceWork | None] = rebuild
+    if settings.workers.processes > 0:  # in place of rebuild → sample → score, in worker processes
+        head = workers = WorkersStep(
+            judge,
+            settings,
+            guard=guard,
+            sampling=sampler,
+            clock=clock,
+            judges=judges.intake if judges is not None else None,
+            decider=scoring if judges is not None and isinstance(scoring, ScoringStage) else None,
+            keeper=keeper,
+            initializer=start_pool_worker,
+            wall=wall,
+        )
+        workers.start()
     assemble = AssembleStep(
-        rebuild,
+        head,
         limits,
         clock=clock,
         inflight=inflight,

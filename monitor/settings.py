@@ -394,6 +394,31 @@ class DecodeSettings(_Section):
     max_attribute_chars: int = Field(
         1024 * 1024, ge=256, description="string attribute values are cut to this many characters"
     )
+    lazy: bool = Field(
+        True,
+        description="keep protobuf records undecoded while their traces are open, and decode a trace's spans only "
+        "when it closes and is sampled (a twentieth of the memory per open span; bench/pipeline.py measures the CPU)",
+    )
+
+
+class WorkersSettings(_Section):
+    """Rebuild → sample → score in a pool of worker processes, so one daemon uses the CPUs of its pod."""
+
+    processes: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="worker processes that rebuild, sample and score closed traces; 0 does it in the daemon's "
+        "own process (one CPU). Give the pod this many CPUs plus one",
+    )
+    batch_traces: int = Field(32, ge=1, le=4096, description="closed traces sent to a worker at once")
+    linger_s: float = Field(
+        0.05, ge=0, le=5, description="seconds a batch that is not full waits for more traces before it is sent"
+    )
+    max_batches: int = Field(
+        4, ge=1, le=64, description="batches in flight per worker; past it the daemon pauses fetching (backpressure)"
+    )
+    start_timeout_s: float = Field(60.0, gt=0, description="seconds the workers may take to start")
 
 
 class RebuildSettings(_Section):
@@ -889,6 +914,7 @@ class Settings(BaseSettings):
     assembler: AssemblerSettings = Field(default_factory=AssemblerSettings)  # type: ignore[arg-type]
     decode: DecodeSettings = Field(default_factory=DecodeSettings)  # type: ignore[arg-type]
     rebuild: RebuildSettings = Field(default_factory=RebuildSettings)  # type: ignore[arg-type]
+    workers: WorkersSettings = Field(default_factory=WorkersSettings)  # type: ignore[arg-type]
     dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)  # type: ignore[arg-type]
     http: HttpSettings = Field(default_factory=HttpSettings)  # type: ignore[arg-type]
     store: StoreSettings = Field(default_factory=StoreSettings)  # type: ignore[arg-type]

@@ -101,6 +101,27 @@ JUDGE_TOKEN_KINDS: Final = ("input", "output", "cache_read", "cache_write")
 JUDGE_LATENCY_BUCKETS: Final = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
 """Seconds; a judge request usually takes 1–10 s."""
 
+RECORD_TO_RESULT_BUCKETS: Final = (
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.0,
+    4.0,
+    6.0,
+    8.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+)
+"""Seconds from a trace's last record to its results counted; a trace closes ``root_idle`` (5 s by default) after
+its last span, so most of the mass sits a little above that setting."""
+
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 """Histogram buckets for scores in [0, 1]: ``le="0.0"`` counts exact zeros, ``le="1.0"`` everything."""
 
@@ -320,6 +341,21 @@ class Metrics:
             ["decision"],
             namespace=NAMESPACE,
             registry=reg,
+        )
+        self.traces_unsampled_total = Counter(
+            "traces_unsampled",
+            "Closed traces sampled out before their rebuild (no run of them could be sampled): their runs are not "
+            "rebuilt, so they are not counted in monitor_runs_sampled_total.",
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self.record_to_result_seconds = Histogram(
+            "record_to_result_seconds",
+            "Seconds from the Kafka timestamp of a trace's last record to its results counted in these metrics "
+            "(the trace waits root_idle after its last span before it closes).",
+            namespace=NAMESPACE,
+            registry=reg,
+            buckets=RECORD_TO_RESULT_BUCKETS,
         )
         self.label_values_folded_total = Counter(
             "label_values_folded",
@@ -548,6 +584,15 @@ class Metrics:
     def runs_sampled(self, decision: str, n: int = 1) -> None:
         """Count ``n`` sampling decisions (sampled|skipped)."""
         self.runs_sampled_total.labels(self._decision(decision)).inc(n)
+
+    def traces_unsampled(self, n: int = 1) -> None:
+        """Count ``n`` traces sampled out before their rebuild."""
+        self.traces_unsampled_total.inc(n)
+
+    def record_to_result(self, seconds: float) -> None:
+        """Observe the delay from a trace's last record (its Kafka timestamp) to its results counted here; a
+        negative delay (clocks apart) counts as 0."""
+        self.record_to_result_seconds.observe(max(0.0, seconds))
 
     # ================================================================= judges
 

@@ -65,6 +65,10 @@ class Record(Protocol):
     def value(self) -> bytes | None: ...
     @property
     def headers(self) -> Sequence[tuple[str, bytes | None]] | None: ...
+    @property
+    def timestamp(self) -> int:
+        """Milliseconds since the epoch (the record's CreateTime or LogAppendTime); -1 when unknown."""
+        ...
 
 
 class Source(Protocol):

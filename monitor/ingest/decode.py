@@ -57,7 +57,7 @@ from monitor.trajectory.sanitize import (
     json_record_may_hold_unstorable_text,
     storable,
 )
-from monitor.trajectory.spans import LogEvent, SpanEvent, SpanRecord
+from monitor.trajectory.spans import STATUS_ERROR, LogEvent, SpanEvent, SpanRecord
 
 Encoding: TypeAlias = Literal["auto", "otlp_proto", "otlp_json"]
 
@@ -309,32 +309,46 @@ def _span_times(start: int, end: int, repaired: Counter[str]) -> tuple[int, int]
     return 0, 0
 
 
+def _parse_proto_traces(value: bytes) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(value)
+    except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
+        raise DecodeError("invalid_protobuf", str(exc) or "not an ExportTraceServiceRequest") from exc
+    return request
+
+
 class _ProtoTraces:
     def __init__(self, limit: int, skipped: Counter[str], repaired: Counter[str]) -> None:
         self.limit = limit
         self.skipped = skipped
         self.repaired = repaired
 
-    def decode(self, value: bytes) -> list[SpanRecord]:
-        request = ExportTraceServiceRequest()
-        try:
-            request.ParseFromString(value)
-        except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
-            raise DecodeError("invalid_protobuf", str(exc) or "not an ExportTraceServiceRequest") from exc
+    def decode(self, value: bytes, only: bytes | None = None) -> list[SpanRecord]:
+        """The record's spans; with ``only`` (a raw 16-byte trace id), the spans of that trace alone (the other
+        spans, their resources and scopes are not converted)."""
+        request = _parse_proto_traces(value)
         limit = self.limit
         repaired = self.repaired
         out: list[SpanRecord] = []
         for rs in request.resource_spans:
-            resource = _proto_attributes(rs.resource.attributes, limit, repaired)
+            resource: dict[str, Any] | None = None
             for ss in rs.scope_spans:
-                scope_name = _no_nul(ss.scope.name, repaired)
-                scope_version = _no_nul(ss.scope.version, repaired)
+                scope_name: str | None = None
+                scope_version = ""
                 for span in ss.spans:
                     trace_id = span.trace_id
+                    if only is not None and trace_id != only:
+                        continue
                     span_id = span.span_id
                     if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id):
                         self.skipped["missing_ids"] += 1
                         continue
+                    if resource is None:
+                        resource = _proto_attributes(rs.resource.attributes, limit, repaired)
+                    if scope_name is None:
+                        scope_name = _no_nul(ss.scope.name, repaired)
+                        scope_version = _no_nul(ss.scope.version, repaired)
                     parent = span.parent_span_id
                     events = tuple(
                         SpanEvent(
@@ -369,6 +383,97 @@ class _ProtoTraces:
                         )
                     )
         return out
+
+
+@dataclass(slots=True)
+class TraceEntry:
+    """What the index of one record knows of one of its traces: how many spans, whether one is a root (no
+    parent), whether one has status ERROR."""
+
+    spans: int = 0
+    root: bool = False
+    errored: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedTraces:
+    """One protobuf traces record, indexed but not decoded: its traces (by lower-case hex id, in first-seen
+    order) and the record itself (:class:`DeferredProtoTraces`) to decode a trace's spans when it closes."""
+
+    traces: dict[str, TraceEntry]
+    record: DeferredProtoTraces
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def spans(self) -> int:
+        return sum(entry.spans for entry in self.traces.values())
+
+
+class DeferredProtoTraces:
+    """A protobuf traces record kept as its bytes: :meth:`spans_of` decodes one trace's spans on demand.
+
+    The index (:func:`index_traces`) already refused every record the full decode refuses (the same
+    :class:`DecodeError` reasons), and the rest of the protobuf decode repairs instead of failing, so
+    :meth:`spans_of` on a trace of the index does not raise. ``repaired`` accumulates the repairs of every
+    decode (module docstring)."""
+
+    __slots__ = ("limit", "repaired", "value")
+
+    def __init__(self, value: bytes, max_attribute_chars: int) -> None:
+        self.value = value
+        self.limit = max_attribute_chars
+        self.repaired: Counter[str] = Counter()
+
+    def spans_of(self, trace_id: str) -> list[SpanRecord]:
+        """The spans of ``trace_id`` (lower-case hex) in this record, decoded now (spans without valid ids
+        are left out, as in :func:`decode_traces_batch`)."""
+        return _ProtoTraces(self.limit, Counter(), self.repaired).decode(self.value, bytes.fromhex(trace_id))
+
+
+def index_traces(
+    value: bytes,
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    max_attribute_chars: int = DEFAULT_MAX_ATTRIBUTE_CHARS,
+) -> IndexedTraces:
+    """Index one protobuf traces record without converting its spans (the lazy path of the decode step).
+
+    The record is parsed (upb, in C) and only the ids, the parent id and the status code of each span are
+    read. Raises :class:`DecodeError` exactly where :func:`decode_traces_batch` would for ``otlp_proto``
+    (``empty``, ``too_large``, ``invalid_protobuf``, ``missing_ids``, ``no_spans``), so a record the index
+    takes is one the full decode takes."""
+    _check_size(value, max_record_bytes)
+    request = _parse_proto_traces(value)
+    traces: dict[str, TraceEntry] = {}
+    by_raw: dict[bytes, TraceEntry] = {}
+    skipped: Counter[str] = Counter()
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                trace_id = span.trace_id
+                entry = by_raw.get(trace_id)
+                if entry is None:
+                    span_id = span.span_id
+                    if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id):
+                        skipped["missing_ids"] += 1
+                        continue
+                    entry = by_raw[trace_id] = traces[trace_id.hex()] = TraceEntry()
+                else:
+                    span_id = span.span_id
+                    if len(span_id) != 8 or not any(span_id):
+                        skipped["missing_ids"] += 1
+                        continue
+                entry.spans += 1
+                if not entry.root:
+                    parent = span.parent_span_id
+                    entry.root = len(parent) != 8 or not any(parent)
+                if span.status.code == STATUS_ERROR:
+                    entry.errored = True
+    if not traces:
+        if skipped:
+            raise DecodeError("missing_ids", f"every span lacked valid ids ({sum(skipped.values())} skipped)")
+        raise DecodeError("no_spans", "the record holds no spans")
+    return IndexedTraces(traces, DeferredProtoTraces(value, max_attribute_chars), skipped)
 
 
 class _ProtoLogs:

@@ -46,6 +46,7 @@ assigned back in one ``poll``); :meth:`MemorySource.revoke` takes partitions awa
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +74,8 @@ class MemoryRecord:
     key: bytes | None
     value: bytes | None
     headers: Sequence[tuple[str, bytes | None]] | None = None
+    timestamp: int = -1
+    """Milliseconds since the epoch when the record was produced (Kafka's CreateTime); -1 unknown."""
 
 
 @dataclass
@@ -121,7 +124,9 @@ class MemoryBroker:
         if partition is None:
             partition = zlib.crc32(key) % len(parts) if key is not None else 0
         offset = len(parts[partition])
-        parts[partition].append(MemoryRecord(topic, partition, offset, key, value, list(headers or ())))
+        parts[partition].append(
+            MemoryRecord(topic, partition, offset, key, value, list(headers or ()), int(time.time() * 1000))
+        )
         return offset
 
     def end_offsets(self, topic: str) -> dict[TP, int]:

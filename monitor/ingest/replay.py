@@ -21,7 +21,7 @@ store handles it.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -69,6 +69,7 @@ class _PartitionMarks:
 
 
 T = TypeVar("T", bound=HasTraceId)
+V = TypeVar("V")
 
 
 class ReplayGuard:
@@ -104,6 +105,17 @@ class ReplayGuard:
         new = {item.trace_id for item in items if item.trace_id in traces} - marks.skipped
         marks.skipped |= new
         return [item for item in items if item.trace_id not in traces], len(new)
+
+    def drop_handled_ids(self, tp: TopicPartition, traces: Mapping[str, V]) -> tuple[Mapping[str, V], int]:
+        """:meth:`drop_handled` for an indexed record: ``traces`` by trace id, without those already handled
+        (``traces`` itself when none was)."""
+        marks = self._marks.get(tp)
+        if marks is None or not marks.traces or marks.traces.keys().isdisjoint(traces):
+            return traces, 0
+        handled = {trace_id for trace_id in traces if trace_id in marks.traces}
+        new = handled - marks.skipped
+        marks.skipped |= new
+        return {k: v for k, v in traces.items() if k not in handled}, len(new)
 
     def handled_trace(self, closed: ClosedTrace) -> bool:
         """True when ``closed`` was already handled by an earlier reading of its partitions."""

@@ -3,10 +3,14 @@
 Every decision is a pure function of the configuration and of the run's identity, so every replica
 takes the same decision, and so does a replay of the same spans after a restart or a rebalance:
 
-* a run's draw is ``u = unit_hash(salt, trace_id, run_id)`` in ``[0, 1)``; the run is sampled when
-  ``u < rate`` (its agent's ``per_agent`` rate, else the global ``rate``). Raising a rate only adds
+* a run's draw is its trace's draw, ``u = unit_hash(salt, trace_id)`` in ``[0, 1)``; the run is sampled
+  when ``u < rate`` (its agent's ``per_agent`` rate, else the global ``rate``). Raising a rate only adds
   runs (the runs selected at rate ``r`` are a subset of those selected at ``r' > r``); changing
-  ``salt`` selects a different, equally sized set everywhere at once;
+  ``salt`` selects a different, equally sized set everywhere at once. Runs of one trace share the draw
+  (a trace is kept or left out whole, as OpenTelemetry's trace-id ratio sampler does), which is what lets
+  the daemon decide before rebuilding a trace (:meth:`Sampler.trace_needed`): when the draw is at or above
+  every configured rate and no always-rule can fire, no run of the trace can be sampled, and the trace is
+  neither decoded in full nor rebuilt;
 * a scorer's draw on a run is ``unit_hash(salt, trace_id, run_id, scorer_id)``: independent of the
   run's draw, so a ``per_scorer`` rate applies *on top* of the run rate (effective fraction
   ``rate × per_scorer``) and two scorers with equal rates select different runs.
@@ -107,12 +111,17 @@ class Sampler:
         self.per_agent = _check_rates("per_agent", settings.per_agent)
         self.per_scorer = _check_rates("per_scorer", settings.per_scorer)
         self.always_attributes = dict(settings.always_attributes)
+        self.max_rate = max((self.rate, *self.per_agent.values()))
 
     # ----------------------------------------------------------------- draws
 
+    def trace_draw(self, trace_id: str) -> float:
+        """A trace's draw ``unit_hash(salt, trace_id)`` (the id lower-cased), shared by its runs."""
+        return unit_hash(self.salt, trace_id.lower())
+
     def run_draw(self, run: Run) -> float:
-        """The run's draw ``unit_hash(salt, trace_id, run_id)`` (ids lower-cased)."""
-        return unit_hash(self.salt, run.trace_id.lower(), run.run_id.lower())
+        """The run's draw: its trace's (:meth:`trace_draw`)."""
+        return self.trace_draw(run.trace_id)
 
     def scorer_draw(self, scorer_id: str, run: Run) -> float:
         """The draw of ``scorer_id`` on ``run``: ``unit_hash(salt, trace_id, run_id, scorer_id)``."""
@@ -165,6 +174,23 @@ class Sampler:
         if self.rate >= 1.0:
             return _RATE
         return _RATE if self.run_draw(run) < self.rate else _SKIPPED
+
+    @property
+    def every_trace(self) -> bool:
+        """True when :meth:`trace_needed` is True for every trace (a rate of 1, or attribute rules, which the
+        decision before the rebuild cannot see)."""
+        return self.max_rate >= 1.0 or bool(self.always_attributes)
+
+    def trace_needed(self, trace_id: str, flagged: bool) -> bool:
+        """Whether any run of the trace ``trace_id`` could be sampled, decided before its rebuild.
+
+        True when :attr:`every_trace`, when ``flagged`` (a span had status ERROR or a record held a tool-error
+        marker) and ``always_if_errored``, or when the trace's draw is below the largest configured rate. False
+        means :meth:`should_score` skips every run of the trace: their draw is the trace's, at or above every
+        rate, and ``errored`` needs a span with status ERROR or a marker (``tool_error_markers``)."""
+        if self.every_trace or (flagged and self.settings.always_if_errored):
+            return True
+        return self.trace_draw(trace_id) < self.max_rate
 
     def scorer_enabled(self, scorer_id: str, run: Run, flagged: bool) -> bool:
         """Whether scorer ``scorer_id`` runs on a sampled ``run``.

@@ -392,6 +392,16 @@ class ScoringStage:
             )
         return result
 
+    def judge(
+        self, run: Run, specs: Sequence[ScorerSpec], *, flagged: bool, expectation: Expectation
+    ) -> list[ScoreResult]:
+        """The judges ``specs`` of ``run`` submitted now, their results stamped with the run's identity: what
+        :meth:`score` does after the code checks, for judges a worker process recorded
+        (:mod:`monitor.steps.workers`). Raises only :class:`Backpressure`."""
+        scored_at = self._now()
+        decided = self._judge(run, [_Entry(s) for s in specs], flagged, expectation)
+        return [stamp(run, res, scored_at) for res in decided]
+
     def _judge(self, run: Run, entries: list[_Entry], flagged: bool, expectation: Expectation) -> list[ScoreResult]:
         specs = [e.spec for e in entries]
         if self.submitter is None:

@@ -64,10 +64,23 @@ class AssembleStep:
     def submit(self, message: Message[Decoded]) -> None:
         d = message.payload
         asm = self.assembler
-        if d.spans is not None:
-            asm.add_spans(d.spans, d.tp, d.offset, self.clock(), d.nbytes)
+        if d.indexed is not None:
+            asm.add_deferred(
+                d.indexed.record,
+                d.indexed.traces,
+                d.tp,
+                d.offset,
+                self.clock(),
+                d.nbytes,
+                timestamp_ms=d.timestamp_ms,
+                flagged=d.flagged,
+            )
+        elif d.spans is not None:
+            asm.add_spans(
+                d.spans, d.tp, d.offset, self.clock(), d.nbytes, timestamp_ms=d.timestamp_ms, flagged=d.flagged
+            )
         elif d.logs is not None:
-            asm.add_logs(d.logs, d.tp, d.offset, self.clock(), d.nbytes)
+            asm.add_logs(d.logs, d.tp, d.offset, self.clock(), d.nbytes, timestamp_ms=d.timestamp_ms)
         else:
             asm.mark_consumed(d.tp, d.offset)
 

@@ -4,12 +4,17 @@ For each trace that reached the store (or was handled before): ``monitor_traces_
 trace, ``monitor_replays_skipped_total{kind="trace"}`` for a replayed one, ``monitor_spans_unrecognized_total``
 for the spans of a trace no known convention reads; the quality metrics of every result the
 store took as **new** (``Metrics.observe_results``, per top-level run), ``monitor_store_writes_total`` (new /
-duplicate) and ``monitor_runs_sampled_total`` (sampled / skipped). A replay therefore never counts twice.
+duplicate) and ``monitor_runs_sampled_total`` (sampled / skipped), or ``monitor_traces_unsampled_total`` for a
+trace sampled out before its rebuild; and ``monitor_record_to_result_seconds``, from the Kafka timestamp of the
+trace's last record to now (``wall``, Unix seconds). A replay therefore never counts twice.
 Judge verdicts: the quality metrics of the new ones (``Metrics.observe_verdicts``: the run and its calls are not
 counted again) and ``monitor_store_writes_total``.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from monitor.scoring.result import ScoreResult
 from monitor.steps.contract import Message, Step, TransformStep
@@ -21,10 +26,18 @@ Work = TraceWork | VerdictWork | None
 class ObserveStep(TransformStep[Work, Work]):
     """Metrics and stats of stored traces; never rejects unless the next step does."""
 
-    def __init__(self, next_step: Step[Work], *, metrics: PipelineMetrics, stats: LoopStats) -> None:
+    def __init__(
+        self,
+        next_step: Step[Work],
+        *,
+        metrics: PipelineMetrics,
+        stats: LoopStats,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__(next_step)
         self.metrics = metrics
         self.stats = stats
+        self.wall = wall
 
     def process(self, message: Message[Work]) -> Message[Work]:
         work = message.payload
@@ -56,6 +69,10 @@ class ObserveStep(TransformStep[Work, Work]):
             stats.replayed_traces += 1
             metrics.replays_skipped("trace")
             return
+        if work.closed.last_record_ms >= 0:
+            metrics.record_to_result(self.wall() - work.closed.last_record_ms / 1000)
+        if work.unsampled:
+            metrics.traces_unsampled()
         if work.rejected is not None:
             stats.rejected[work.rejected] += 1
             metrics.traces_rejected(work.rejected)

@@ -16,6 +16,20 @@ log = logging.getLogger(__name__)
 Work = TraceWork | None
 
 
+def decide_runs(work: TraceWork, policy: SamplingPolicy) -> None:
+    """Fill ``work.sampled``: one decision per top-level run; a sampling bug scores the run (and says so)."""
+    if work.runs:
+        work.sampled = [_decide(policy, run) for run in work.runs]
+
+
+def _decide(policy: SamplingPolicy, run: Run) -> bool:
+    try:
+        return policy.should_score(run).sampled
+    except Exception:  # a sampling bug must not stop the daemon: score the run (and say so)
+        log.exception("sampling failed for trace %s run %s; scoring the run", run.trace_id, run.run_id)
+        return True
+
+
 class SampleStep(TransformStep[Work, Work]):
     """Fills ``TraceWork.sampled`` (one decision per top-level run)."""
 
@@ -24,14 +38,6 @@ class SampleStep(TransformStep[Work, Work]):
         self.policy = policy
 
     def process(self, message: Message[Work]) -> Message[Work]:
-        work = message.payload
-        if work is not None and work.runs:
-            work.sampled = [self._decide(run) for run in work.runs]
+        if message.payload is not None:
+            decide_runs(message.payload, self.policy)
         return message
-
-    def _decide(self, run: Run) -> bool:
-        try:
-            return self.policy.should_score(run).sampled
-        except Exception:  # a sampling bug must not stop the daemon: score the run (and say so)
-            log.exception("sampling failed for trace %s run %s; scoring the run", run.trace_id, run.run_id)
-            return True

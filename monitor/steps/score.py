@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
 from monitor.judging.pool import PoolJob
+from monitor.scoring.result import ScoreResult
 from monitor.scoring.stage import Backpressure
 from monitor.steps.contract import Message, MessageRejected, Step, TransformStep
 from monitor.steps.work import Backoff, Scoring, TraceWork
@@ -70,45 +71,78 @@ class ScoreStep(TransformStep[Work, Work]):
             return message
         if self._refusing and not self._backoff.due():
             raise MessageRejected("scoring")
-        rows: list[StoredResult] = []
-        owners: list[int] = []
         try:
-            for i, run in enumerate(work.runs):
-                if not work.sampled or not work.sampled[i]:
-                    continue
-                by_id = {r.run_id: r for r in run.walk()}
-                tools: dict[str, tuple[str, ...]] = {}  # per run of the tree, built once
-                for result in self.scoring.score(run):
-                    owner = by_id.get(result.run_id or "", run)
-                    names = tools.get(owner.run_id)
-                    if names is None:
-                        names = tools[owner.run_id] = tuple(c.name for c in owner.calls)
-                    rows.append(StoredResult(result=result, run_start_ns=owner.start_ns, tools=names))
-                    owners.append(i)
+            rows, owners = score_rows(work, self.scoring)
         except Backpressure as exc:
             if self.judges is not None:
                 self.judges.drain()  # the attempt's jobs go with its results: the trace is scored again later
-            if not self._refusing:
-                log.warning("scoring refuses work (%s): pausing consumption, retrying with a backoff", exc)
-            self._refusing = True
-            self._backoff.failed()
+            self._refuse(exc)
             raise MessageRejected("scoring") from exc
-        if self._refusing:
-            log.info("scoring takes work again: resuming")
-            self._refusing = False
-            self._backoff.succeeded()
+        self._accept()
         work.rows = rows
         work.owners = owners
         if self.judges is not None:
             work.owed = self.judges.drain()
-        if self.keeper is not None and rows:
-            seen_at = datetime.fromtimestamp(self.wall(), UTC)
-            for i in sorted(set(owners)):
-                kept, offered = self.keeper.keep(work.runs[i], seen_at)
-                work.kept.extend(kept)
-                work.tools.extend(offered)
+        if self.keeper is not None:
+            keep_scored(work, self.keeper, self.wall())
         return message
+
+    def _refuse(self, exc: Exception) -> None:
+        if not self._refusing:
+            log.warning("scoring refuses work (%s): pausing consumption, retrying with a backoff", exc)
+        self._refusing = True
+        self._backoff.failed()
+
+    def _accept(self) -> None:
+        if self._refusing:
+            log.info("scoring takes work again: resuming")
+            self._refusing = False
+            self._backoff.succeeded()
 
     def pressure(self) -> frozenset[str]:
         below = self.next.pressure()
         return below | {"scoring"} if self._refusing else below
+
+
+def score_rows(work: TraceWork, scoring: Scoring) -> tuple[list[StoredResult], list[int]]:
+    """The result rows of the sampled top-level runs of ``work`` (and of the runs nested in them, per the stage's
+    settings) and, for each row, the index of its top-level run. Raises only the stage's ``Backpressure``."""
+    rows: list[StoredResult] = []
+    owners: list[int] = []
+    for i, run in enumerate(work.runs):
+        if not work.sampled or not work.sampled[i]:
+            continue
+        append_rows(rows, owners, i, run, scoring.score(run))
+    return rows, owners
+
+
+def append_rows(
+    rows: list[StoredResult], owners: list[int], index: int, run: Run, results: Sequence[ScoreResult]
+) -> None:
+    """Append one row per result of the top-level ``run`` (``index`` in its trace's runs): each row names the
+    run of the tree that produced it (its start and its tools)."""
+    by_id: dict[str, Run] | None = None
+    tools: dict[str, tuple[str, ...]] = {}  # per run of the tree, built once
+    for result in results:
+        if result.run_id == run.run_id or result.run_id is None:
+            owner = run
+        else:
+            if by_id is None:
+                by_id = {r.run_id: r for r in run.walk()}
+            owner = by_id.get(result.run_id, run)
+        names = tools.get(owner.run_id)
+        if names is None:
+            names = tools[owner.run_id] = tuple(c.name for c in owner.calls)
+        rows.append(StoredResult(result=result, run_start_ns=owner.start_ns, tools=names))
+        owners.append(index)
+
+
+def keep_scored(work: TraceWork, keeper: Keeper, now_s: float) -> None:
+    """Fill ``work.kept`` and ``work.tools``: the top-level runs with rows, as they are kept to be looked at."""
+    if not work.rows or work.kept:
+        return
+    seen_at = datetime.fromtimestamp(now_s, UTC)
+    for i in sorted(set(work.owners)):
+        kept, offered = keeper.keep(work.runs[i], seen_at)
+        work.kept.extend(kept)
+        work.tools.extend(offered)

@@ -291,7 +291,7 @@ def spans_json(closed: ClosedTrace) -> bytes:
                 "resource": s.resource,
                 "scope": s.scope_name,
             }
-            for s in closed.spans
+            for s in closed.materialize()
         ],
     }
     return json.dumps(doc, ensure_ascii=True, default=repr, allow_nan=True).encode("ascii")

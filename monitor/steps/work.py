@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from monitor.ingest.decode import IndexedTraces
 from monitor.ingest.replay import MarkStore
 from monitor.judging.pool import PoolJob
 from monitor.scoring.result import ScoreResult
@@ -26,14 +27,19 @@ from monitor.trajectory.spans import LogEvent, SpanRecord
 
 @dataclass(slots=True)
 class Decoded:
-    """One record after decoding: its spans or log events (``None`` when it was dead-lettered or, for a replay,
-    already handled), and its size in bytes."""
+    """One record after decoding: its spans or log events, or for a protobuf record on the lazy path its index
+    and the undecoded record (``indexed``); all ``None`` when it was dead-lettered or, for a replay, already
+    handled. ``nbytes``: its size; ``timestamp_ms``: its Kafka timestamp (-1 unknown); ``flagged``: it holds a
+    tool-error marker (:func:`monitor.trajectory.keytable.tool_error_markers`)."""
 
     tp: TopicPartition
     offset: int
     spans: Sequence[SpanRecord] | None
     logs: Sequence[LogEvent] | None
     nbytes: int
+    timestamp_ms: int = -1
+    flagged: bool = False
+    indexed: IndexedTraces | None = None
 
     def on(self, partitions: Set[TopicPartition]) -> bool:
         return self.tp in partitions
@@ -44,7 +50,8 @@ class TraceWork:
     """One closed trace on its way to the store.
 
     ``rejected``: ``too_deep`` / ``rebuild_failed`` (rebuild) or ``unstorable`` (store); ``replayed``: handled by
-    an earlier reading, nothing to do but move its offsets. ``sampled[i]`` is the decision for ``runs[i]``;
+    an earlier reading, nothing to do but move its offsets; ``unsampled``: no run of it could be sampled, so it
+    was not rebuilt (the rebuild step's trace-level decision). ``sampled[i]`` is the decision for ``runs[i]``;
     ``owners[j]`` is the index in ``runs`` of the top-level run of ``rows[j]``; ``new[j]`` whether the store
     took ``rows[j]`` as new. ``owed``: judge verdicts the trace's runs are owed (score step), written with its
     rows; ``kept`` and ``tools``: its scored runs as they are kept to be looked at, and the tools they offered.
@@ -54,6 +61,7 @@ class TraceWork:
     runs: list[Run] = field(default_factory=list)
     rejected: str | None = None
     replayed: bool = False
+    unsampled: bool = False
     sampled: list[bool] = field(default_factory=list)
     rows: list[StoredResult] = field(default_factory=list)
     owners: list[int] = field(default_factory=list)
@@ -150,6 +158,8 @@ class PipelineMetrics(Protocol):
     def store_write(self, outcome: str, n: int = 1) -> None: ...
     def set_store_available(self, available: bool) -> None: ...
     def runs_sampled(self, decision: str, n: int = 1) -> None: ...
+    def traces_unsampled(self, n: int = 1) -> None: ...
+    def record_to_result(self, seconds: float) -> None: ...
     def forget_partition(self, topic: str, partition: int) -> None: ...
     def observe_results(self, run: Run, results: Sequence[ScoreResult]) -> None: ...
     def observe_verdicts(self, run: Run, results: Sequence[ScoreResult]) -> None: ...
@@ -188,6 +198,22 @@ class SamplingPolicy(Protocol):
     """Whether a run is scored (decided once, by the sample step)."""
 
     def should_score(self, run: Run) -> SamplingVerdict: ...
+
+
+class TraceSampling(Protocol):
+    """The trace-level decision before the rebuild: whether any run of a trace could be sampled.
+
+    ``trace_needed`` must be True whenever :meth:`SamplingPolicy.should_score` could sample a run of the trace
+    (``flagged``: a span had status ERROR or a record held a tool-error marker); ``every_trace`` is True when
+    it is always True (nothing can be left out)."""
+
+    def trace_needed(self, trace_id: str, flagged: bool) -> bool: ...
+    @property
+    def every_trace(self) -> bool: ...
+
+
+class Sampling(SamplingPolicy, TraceSampling, Protocol):
+    """Both decisions (``monitor.sampling.Sampler``)."""
 
 
 class SamplingVerdict(Protocol):

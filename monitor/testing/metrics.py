@@ -166,6 +166,12 @@ class RecordingMetrics:
     def late_spans(self, *args: Any, **kwargs: Any) -> None:
         self.record("late_spans", args, kwargs)
 
+    def traces_unsampled(self, *args: Any, **kwargs: Any) -> None:
+        self.record("traces_unsampled", args, kwargs)
+
+    def record_to_result(self, *args: Any, **kwargs: Any) -> None:
+        self.record("record_to_result", args, kwargs)
+
     def split_traces(self, *args: Any, **kwargs: Any) -> None:
         self.record("split_traces", args, kwargs)
 

@@ -14,6 +14,17 @@ Bytes. Every span (and log event) is charged its share of the encoded record it 
 :meth:`Assembler.add_spans`), so ``max_open_bytes`` bounds memory in bytes whatever the span count: decoded
 Python objects take a small multiple of their encoded size (docs/daemon.md gives the measured factor).
 
+Lazy records. :meth:`Assembler.add_deferred` takes a record that was only indexed (its traces, their span
+counts, roots and error statuses) and keeps the record itself, undecoded (:class:`DeferredSpans`), shared by
+every trace it holds; :meth:`ClosedTrace.materialize` decodes the trace's spans when it is needed, after the
+trace-level sampling decision. An open span then costs its share of the record's bytes plus a few dozen bytes
+of index, instead of its decoded objects. Duplicate spans (a record produced twice) are dropped when the trace
+is materialized rather than on arrival.
+
+Hints. Each closed trace says whether any span had status ERROR or any of its records was ``flagged`` by the
+caller (the decode step flags records holding a tool-error marker), and the Kafka timestamp of its last record:
+the sampling before the rebuild and the latency metric read them.
+
 Work per call. :meth:`Assembler.poll` closes at most ``limit`` traces per call when given one; the rest stay
 due and close on the next calls, so a burst of traces closing at once never blocks the caller for long.
 
@@ -33,15 +44,26 @@ source) and does no I/O.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias
 
-from monitor.trajectory.spans import LogEvent, SpanRecord
+from monitor.trajectory.spans import STATUS_ERROR, DeferredSpans, LogEvent, SpanRecord
 
 TopicPartition: TypeAlias = tuple[str, int]
 CloseReason: TypeAlias = Literal["complete", "idle", "max_age", "max_spans", "memory", "shutdown"]
 FORCED_REASONS: Final = frozenset({"max_age", "max_spans", "memory", "shutdown"})
+
+
+class IndexEntry(Protocol):
+    """One trace of an indexed record (:meth:`Assembler.add_deferred`)."""
+
+    @property
+    def spans(self) -> int: ...
+    @property
+    def root(self) -> bool: ...
+    @property
+    def errored(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +101,12 @@ class AssemblerStats:
 
 @dataclass(frozen=True, slots=True)
 class ClosedTrace:
+    """A closed trace: its decoded ``spans`` and the ``deferred`` records still holding the rest (lazy path;
+    :meth:`materialize` gives them all), its log events, why it closed and its offsets. ``flagged``: a span had
+    status ERROR or a record was flagged (module docstring); ``last_record_ms``: the Kafka timestamp of its
+    last record (-1 unknown); ``span_count``: spans as counted on arrival (duplicates of deferred records
+    included)."""
+
     trace_id: str
     spans: tuple[SpanRecord, ...]
     logs: tuple[LogEvent, ...]
@@ -86,10 +114,28 @@ class ClosedTrace:
     first_offsets: dict[TopicPartition, int]
     last_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     nbytes: int = 0
+    deferred: tuple[DeferredSpans, ...] = ()
+    flagged: bool = False
+    last_record_ms: int = -1
+    span_count: int = 0
 
     @property
     def forced(self) -> bool:
         return self.reason in FORCED_REASONS
+
+    def materialize(self) -> tuple[SpanRecord, ...]:
+        """Every span of the trace: the decoded ones, then those of the deferred records decoded now (each
+        span id once, the first copy kept). Without deferred records this is ``spans`` as it is."""
+        if not self.deferred:
+            return self.spans
+        out = list(self.spans)
+        seen = {span.span_id for span in out}
+        for record in self.deferred:
+            for span in record.spans_of(self.trace_id):
+                if span.span_id not in seen:
+                    seen.add(span.span_id)
+                    out.append(span)
+        return tuple(out)
 
 
 @dataclass(slots=True)
@@ -105,6 +151,10 @@ class _Open:
     last_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     split_counted: bool = False
     nbytes: int = 0
+    n_spans: int = 0
+    deferred: list[DeferredSpans] = field(default_factory=list)
+    flagged: bool = False
+    last_record_ms: int = -1
 
 
 class Assembler:
@@ -142,16 +192,25 @@ class Assembler:
         return self._open_bytes
 
     def add_spans(
-        self, spans: Sequence[SpanRecord], tp: TopicPartition, offset: int, now: float, nbytes: int = 0
+        self,
+        spans: Sequence[SpanRecord],
+        tp: TopicPartition,
+        offset: int,
+        now: float,
+        nbytes: int = 0,
+        *,
+        timestamp_ms: int = -1,
+        flagged: bool = False,
     ) -> None:
         """Take the spans of the record at ``offset`` on ``tp`` (any number of traces); ``nbytes`` is the
-        record's encoded size, shared among its spans for the byte bound."""
+        record's encoded size, shared among its spans for the byte bound; ``timestamp_ms`` its Kafka timestamp;
+        ``flagged`` marks every trace of the record (module docstring, "Hints")."""
         self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
         limits = self.limits
         share, extra = divmod(nbytes, len(spans)) if spans else (0, 0)
         for span in spans:
             self.stats.spans_in += 1
-            trace = self._trace_for(span.trace_id, tp, offset, now)
+            trace = self._trace_for(span.trace_id, tp, offset, now, timestamp_ms)
             if trace is None:
                 self.stats.late_spans += 1
                 continue
@@ -160,28 +219,81 @@ class Assembler:
                 continue
             trace.span_ids.add(span.span_id)
             trace.spans.append(span)
+            trace.n_spans += 1
+            if flagged or span.status_code == STATUS_ERROR:
+                trace.flagged = True
             self._open_spans += 1
             charged = share + extra
             extra = 0
             trace.nbytes += charged
             self._open_bytes += charged
             if span.parent_span_id is None and not trace.has_root:
-                trace.has_root = True
-                self._rootless.pop(trace.trace_id, None)
-                self._rooted[trace.trace_id] = None
-            if len(trace.spans) >= limits.max_spans:
+                self._rooted_now(trace)
+            if trace.n_spans >= limits.max_spans:
                 self._close(trace.trace_id, "max_spans", now)
         self._enforce_memory(now)
 
-    def add_logs(
-        self, events: Sequence[LogEvent], tp: TopicPartition, offset: int, now: float, nbytes: int = 0
+    def add_deferred(
+        self,
+        record: DeferredSpans,
+        traces: Mapping[str, IndexEntry],
+        tp: TopicPartition,
+        offset: int,
+        now: float,
+        nbytes: int = 0,
+        *,
+        timestamp_ms: int = -1,
+        flagged: bool = False,
     ) -> None:
-        """Take GenAI log events of the record at ``offset`` on ``tp`` (the logs topic); ``nbytes`` as in
-        :meth:`add_spans`."""
+        """Take an indexed, undecoded record (module docstring, "Lazy records"): ``traces`` maps each trace id
+        it holds to its index entry; the record's ``nbytes`` are shared among its spans as in :meth:`add_spans`."""
+        self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
+        limits = self.limits
+        total = sum(entry.spans for entry in traces.values())
+        share, extra = divmod(nbytes, total) if total else (0, 0)
+        for trace_id, entry in traces.items():
+            n = entry.spans
+            self.stats.spans_in += n
+            trace = self._trace_for(trace_id, tp, offset, now, timestamp_ms)
+            if trace is None:
+                self.stats.late_spans += n
+                continue
+            trace.deferred.append(record)
+            trace.n_spans += n
+            if flagged or entry.errored:
+                trace.flagged = True
+            self._open_spans += n
+            charged = share * n + extra
+            extra = 0
+            trace.nbytes += charged
+            self._open_bytes += charged
+            if entry.root and not trace.has_root:
+                self._rooted_now(trace)
+            if trace.n_spans >= limits.max_spans:
+                self._close(trace_id, "max_spans", now)
+        self._enforce_memory(now)
+
+    def _rooted_now(self, trace: _Open) -> None:
+        trace.has_root = True
+        self._rootless.pop(trace.trace_id, None)
+        self._rooted[trace.trace_id] = None
+
+    def add_logs(
+        self,
+        events: Sequence[LogEvent],
+        tp: TopicPartition,
+        offset: int,
+        now: float,
+        nbytes: int = 0,
+        *,
+        timestamp_ms: int = -1,
+    ) -> None:
+        """Take GenAI log events of the record at ``offset`` on ``tp`` (the logs topic); ``nbytes`` and
+        ``timestamp_ms`` as in :meth:`add_spans`."""
         self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
         share, extra = divmod(nbytes, len(events)) if events else (0, 0)
         for event in events:
-            trace = self._trace_for(event.trace_id, tp, offset, now)
+            trace = self._trace_for(event.trace_id, tp, offset, now, timestamp_ms)
             if trace is None:
                 self.stats.late_logs += 1
                 continue
@@ -196,7 +308,7 @@ class Assembler:
         """A record with no usable content (dead-lettered, empty) still advances the watermark."""
         self._consumed[tp] = max(self._consumed.get(tp, -1), offset)
 
-    def _trace_for(self, trace_id: str, tp: TopicPartition, offset: int, now: float) -> _Open | None:
+    def _trace_for(self, trace_id: str, tp: TopicPartition, offset: int, now: float, timestamp_ms: int) -> _Open | None:
         trace = self._open.get(trace_id)
         if trace is None:
             if trace_id in self._closed:
@@ -210,6 +322,8 @@ class Assembler:
             order = self._rooted if trace.has_root else self._rootless
             order.move_to_end(trace_id)
         trace.last_offsets[tp] = offset
+        if timestamp_ms > trace.last_record_ms:
+            trace.last_record_ms = timestamp_ms
         if tp not in trace.first_offsets:
             trace.first_offsets[tp] = offset
             firsts = self._firsts.get(tp)
@@ -265,7 +379,7 @@ class Assembler:
         dropped = [t.trace_id for t in self._open.values() if lost.intersection(t.first_offsets)]
         for trace_id in dropped:
             trace = self._remove(trace_id)
-            self._open_spans -= len(trace.spans)
+            self._open_spans -= trace.n_spans
             self._open_bytes -= trace.nbytes
         for tp in lost:
             self._consumed.pop(tp, None)
@@ -308,14 +422,14 @@ class Assembler:
 
     def _close(self, trace_id: str, reason: CloseReason, now: float) -> None:
         trace = self._remove(trace_id)
-        self._open_spans -= len(trace.spans)
+        self._open_spans -= trace.n_spans
         self._open_bytes -= trace.nbytes
         self._closed[trace_id] = now
         self._closed.move_to_end(trace_id)
         while len(self._closed) > self.limits.max_remembered_closed:
             self._closed.popitem(last=False)
         self.stats.closed[reason] = self.stats.closed.get(reason, 0) + 1
-        if not trace.spans:
+        if not trace.n_spans:
             self.stats.logs_only_traces += 1
             return
         self._ready.append(
@@ -327,6 +441,10 @@ class Assembler:
                 trace.first_offsets,
                 trace.last_offsets,
                 trace.nbytes,
+                tuple(trace.deferred),
+                trace.flagged,
+                trace.last_record_ms,
+                trace.n_spans,
             )
         )
 

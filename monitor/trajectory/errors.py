@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from monitor.trajectory.model import ToolCall, ToolError
+from monitor.trajectory.semconv import MCP
 
 __all__ = ["ERROR_MESSAGE_MAX_CHARS", "MCP_TOOL_ERROR", "call_error"]
 
@@ -45,6 +46,6 @@ def call_error(call: ToolCall) -> ToolError | None:
     if call.error is not None:
         return call.error
     result = call.result
-    if isinstance(result, Mapping) and result.get("isError") is True:
+    if isinstance(result, Mapping) and result.get(MCP.IS_ERROR) is True:
         return ToolError(MCP_TOOL_ERROR, _result_text(result)[:ERROR_MESSAGE_MAX_CHARS])
     return None

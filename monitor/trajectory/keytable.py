@@ -1823,3 +1823,27 @@ def render_markdown(rows: tuple[Row, ...] = ROWS, rules: tuple[Rule, ...] = RULE
                 )
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def tool_error_markers() -> tuple[tuple[bytes, ...], ...]:
+    """What the encoded record (OTLP protobuf or JSON) of any span a tool call or a run can be found errored from,
+    other than by its status code (SCORING.md §3.3), holds: groups of byte strings that all occur in it. The
+    ``exception`` event's name, ``error.type``, MCP's ``isError``, and for every ``tool_failed`` rule its key
+    (with the values it compares to, when it compares). The sampling before the rebuild (``always_if_errored``)
+    treats a trace whose records match no group, and none of whose spans has status ERROR, as not errored; a false
+    match only costs a rebuild."""
+    groups: set[tuple[bytes, ...]] = {
+        (Events.EXCEPTION.encode(),),
+        (GenAI.ERROR_TYPE.encode(),),
+        (MCP.IS_ERROR.encode(),),
+    }
+    for rule in RULES:
+        if rule.fact is Fact.TOOL_FAILED:
+            for condition in (rule.test, rule.also):
+                if condition is None or not condition.key:
+                    continue
+                if condition.check in (Check.VALUE_IN, Check.TEXT_IN):
+                    groups.update((condition.key.encode(), value.strip().encode()) for value in condition.values)
+                else:
+                    groups.add((condition.key.encode(),))
+    return tuple(sorted(groups))

@@ -341,6 +341,7 @@ class AgentToolTypes:
 
 class MCP:
     METHOD: Final = "mcp.method.name"
+    IS_ERROR: Final = "isError"  # a CallToolResult's flag for a tool that failed (errors.call_error)
     TOOL_TYPES: Final = frozenset({"mcp", "McpTool", "MCPTool", "mcp_tool"})
 
 

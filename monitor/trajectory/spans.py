@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 AttrValue: TypeAlias = Any
 Attributes: TypeAlias = Mapping[str, AttrValue]
@@ -66,3 +66,10 @@ class LogEvent:
 
     def as_span_event(self) -> SpanEvent:
         return SpanEvent(self.name, self.time_ns, self.attributes, self.body, from_log=True)
+
+
+class DeferredSpans(Protocol):
+    """A record kept undecoded while its traces are open (the lazy path): it decodes the spans of one trace
+    when that trace closes. ``spans_of`` must not raise for a trace the record was indexed with."""
+
+    def spans_of(self, trace_id: str) -> list[SpanRecord]: ...

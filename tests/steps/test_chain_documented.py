@@ -22,7 +22,7 @@ def test_the_readme_shows_the_chain_as_the_code_builds_it() -> None:
     section = text[text.index("## How it works") :]
     block = section[section.index("```python") : section.index("```", section.index("```python") + 3)]
     assert re.findall(r"=\s*(\w+Step)\(", block) == steps_built()
-    assert len(steps_built()) == 10
+    assert len(steps_built()) == 11
 
 
 def test_every_step_in_the_table_has_its_module() -> None:

@@ -131,18 +131,32 @@ def test_forget_drops_what_a_step_carries_for_a_revoked_partition(parts: Parts) 
 # ---------------------------------------------------------------------------------------------------- decode
 
 
-def test_decode_hands_on_spans_and_dead_letters_a_bad_record_keeping_its_offset(parts: Parts) -> None:
+@pytest.mark.parametrize("lazy", [True, False])
+def test_decode_hands_on_spans_and_dead_letters_a_bad_record_keeping_its_offset(parts: Parts, lazy: bool) -> None:
+    """A protobuf record is indexed (lazy, the default) or decoded; a bad one is dead-lettered either way."""
+    parts.settings = parts.settings.model_copy(
+        update={"decode": parts.settings.decode.model_copy(update={"lazy": lazy})}
+    )
     end: Collect[Decoded] = Collect()
     decode = decode_step(parts, end)
     good = records(1, parts_per_trace=1)[0]
     decode.submit(Message(good))
     decode.submit(Message(MemoryRecord(TOPIC, 0, 1, b"k", b"{not json")))
-    first, bad = end.payloads
-    assert first.spans and first.offset == 0 and first.nbytes == len(good.value or b"")
-    assert bad.spans is None and bad.logs is None and bad.offset == 1
-    assert parts.stats.dead_letters == {"invalid_json": 1}
+    decode.submit(Message(MemoryRecord(TOPIC, 0, 2, b"k", b"\x0a\x05garbage")))
+    first, bad, bad_proto = end.payloads
+    assert first.offset == 0 and first.nbytes == len(good.value or b"")
+    if lazy:
+        assert first.spans is None and first.indexed is not None and first.indexed.spans
+        n = first.indexed.spans
+    else:
+        assert first.spans and first.indexed is None
+        n = len(first.spans)
+    for dead in (bad, bad_proto):
+        assert dead.spans is None and dead.logs is None and dead.indexed is None
+    assert (bad.offset, bad_proto.offset) == (1, 2)
+    assert parts.stats.dead_letters == {"invalid_json": 1, "invalid_protobuf": 1}
     assert metric(parts, 'monitor_records_invalid_total{reason="invalid_json"}') == 1
-    assert parts.stats.spans == len(first.spans)
+    assert parts.stats.spans == n
 
 
 # ---------------------------------------------------------------------------------------------------- assemble
@@ -181,7 +195,7 @@ def test_assemble_reports_backlog_pressure_by_bytes_until_half_is_gone(parts: Pa
     assemble = assemble_step(parts, end, max_open_bytes=size * 3)
     end.refuse = "store"
     for rec in recs:  # all close at once: six traces on their way, more bytes than the budget
-        assemble.submit(Message(Decoded(TP, rec.offset, DecodeStep_spans(parts, rec), None, len(rec.value or b""))))
+        assemble.submit(Message(decoded(parts, rec)))
     assemble.poll()
     assert parts.inflight.traces == 6
     assert "backlog" in assemble.pressure() and "store" in assemble.pressure()
@@ -194,10 +208,11 @@ def test_assemble_reports_backlog_pressure_by_bytes_until_half_is_gone(parts: Pa
     assert assemble.pressure() == frozenset()
 
 
-def DecodeStep_spans(parts: Parts, rec: MemoryRecord) -> Any:
+def decoded(parts: Parts, rec: MemoryRecord) -> Decoded:
+    """``rec`` through the decode step (indexed: protobuf records are lazy by default)."""
     end: Collect[Decoded] = Collect()
     decode_step(parts, end).submit(Message(rec))
-    return end.payloads[0].spans
+    return end.payloads[0]
 
 
 # ---------------------------------------------------------------------------------------------------- rebuild
@@ -217,7 +232,7 @@ def test_rebuild_builds_runs_and_refuses_a_trace_deeper_than_the_limit(parts: Pa
     end_asm: Collect[Work] = Collect()
     assemble = assemble_step(parts, end_asm)
     value = bytes(encode_spans(rec.spans()).SerializeToString())
-    assemble.submit(Message(Decoded(TP, 0, DecodeStep_spans(parts, MemoryRecord(TOPIC, 0, 0, b"d", value)), None, 1)))
+    assemble.submit(Message(decoded(parts, MemoryRecord(TOPIC, 0, 0, b"d", value))))
     assemble.poll()
     [deep] = [w for w in end_asm.payloads if w is not None]
     strict = make_settings(tmp_path, rebuild={"max_agent_depth": 2})
@@ -234,7 +249,7 @@ def test_rebuild_and_observe_count_the_spans_of_a_framework_no_convention_reads_
     end_asm: Collect[Work] = Collect()
     assemble = assemble_step(parts, end_asm)
     value = bytes(encode_spans(rec.spans()).SerializeToString())
-    assemble.submit(Message(Decoded(TP, 0, DecodeStep_spans(parts, MemoryRecord(TOPIC, 0, 0, b"a", value)), None, 1)))
+    assemble.submit(Message(decoded(parts, MemoryRecord(TOPIC, 0, 0, b"a", value))))
     assemble.poll()
     [work] = [w for w in end_asm.payloads if w is not None]
     end: Collect[Work] = Collect()
@@ -443,8 +458,9 @@ def test_commit_takes_the_offsets_of_the_latest_message_and_forgets_revoked_part
 # ---------------------------------------------------------------------------------------------------- the chain
 
 
-def test_the_chain_commits_past_runs_sampled_out(tmp_path: Path) -> None:
-    """Sampling at rate 0: no run is scored, every run is counted as skipped, and the offsets still reach the end."""
+def test_the_chain_commits_past_traces_sampled_out(tmp_path: Path) -> None:
+    """Sampling at rate 0: no trace is rebuilt (each is counted as unsampled before its rebuild, its protobuf records
+    never decoded), and the offsets still reach the end."""
     settings = make_settings(tmp_path, sampling={"rate": 0.0, "always_if_errored": False})
     broker = MemoryBroker()
     broker.create_topic(TOPIC, 1)
@@ -473,9 +489,12 @@ def test_the_chain_commits_past_runs_sampled_out(tmp_path: Path) -> None:
             loop.step()
             clock.advance(1.0)
         loop.commit()
-        assert loop.stats.runs == 5 and loop.stats.results_new == 0 and loop.held == 0
+        assert loop.stats.runs == 0 and loop.stats.results_new == 0 and loop.held == 0
+        assert loop.stats.traces_scored == 5
         assert broker.committed["memory"] == {TP: 10}
         text = generate_latest(loop.metrics.registry).decode()  # type: ignore[attr-defined]
-        assert 'monitor_runs_sampled_total{decision="skipped"} 5.0' in text
+        assert "monitor_traces_unsampled_total 5.0" in text
+        assert 'monitor_runs_sampled_total{decision="skipped"} 0.0' in text
+        assert "monitor_record_to_result_seconds_count 5.0" in text
     finally:
         store.close()

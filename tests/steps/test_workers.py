@@ -1,0 +1,172 @@
+"""The worker pool (``workers.processes``): the same results as one process, in order, through faults.
+
+Real parts: the daemon's chain (``build_loop``) on the in-memory broker, a SQLite store, real worker processes
+(``spawn``). The inline chain is the reference: with workers, every stored result, kept run and offset must be the
+same; a worker killed with SIGKILL mid-stream loses nothing; a full pool refuses work (``workers`` pressure)
+rather than buffering without bound.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from monitor.app import build_loop
+from monitor.export.http import HealthState
+from monitor.export.metrics import Metrics
+from monitor.ingest.dlq import DeadLetterQueue
+from monitor.ingest.loop import RunLoop
+from monitor.ingest.memory import MemoryBroker
+from monitor.sampling.sampler import Sampler
+from monitor.scoring.stage import ScoringStage
+from monitor.settings import Settings
+from monitor.steps.contract import Message, MessageRejected
+from monitor.steps.workers import WorkersStep
+from monitor.store import open_store
+from tests.steps.conftest import TOPIC, Collect, make_settings
+from tests.support.daemon import agent_traffic
+
+TP = (TOPIC, 0)
+
+
+def _loop(settings: Settings, broker: MemoryBroker) -> tuple[RunLoop, Any]:
+    sampler = Sampler(settings.sampling)
+    store = open_store(settings.store)
+    loop = build_loop(
+        settings,
+        broker.source_factory([TOPIC]),
+        DeadLetterQueue(settings.kafka, settings.dead_letter),
+        ScoringStage(settings, None, sampler, lambda: datetime.now(UTC)),
+        store,
+        Metrics(settings.metrics),
+        HealthState(),
+        sampler,
+    )
+    return loop, store
+
+
+def _brokers(n_traces: int, seed: int = 9) -> tuple[MemoryBroker, MemoryBroker]:
+    """Two brokers holding the same records (the traffic's ids are random: it is made once)."""
+    records = agent_traffic(n_traces, seed=seed, parts=2, json_share=0.25).records
+    out = []
+    for _ in range(2):
+        broker = MemoryBroker()
+        broker.create_topic(TOPIC, 1)
+        for key, value in records:
+            broker.produce(TOPIC, value, key=key)
+        out.append(broker)
+    return out[0], out[1]
+
+
+def _settings(path: Path, **sections: dict[str, Any]) -> Settings:
+    path.mkdir(parents=True, exist_ok=True)
+    return make_settings(path, assembler={"root_idle_s": 0.2}, **sections)
+
+
+def _run(settings: Settings, broker: MemoryBroker, n_traces: int, *, kill_after: int | None = None) -> dict[str, Any]:
+    loop, store = _loop(settings, broker)
+    killed = False
+    deadline = time.monotonic() + 120
+    try:
+        while loop.stats.traces_scored < n_traces and time.monotonic() < deadline:
+            loop.step()
+            head = loop.head.next  # decode → assemble → (workers | rebuild)
+            if kill_after is not None and not killed and loop.stats.records >= kill_after:
+                workers = head.next
+                assert isinstance(workers, WorkersStep)
+                pids = workers.worker_pids()
+                if pids:
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed = True
+        loop.drain(time.monotonic() + 10)
+        assert loop.stats.traces_scored == n_traces, loop.stats
+        with store.engine.connect() as conn:
+            results = sorted(
+                conn.execute(sa.text("SELECT trace_id, run_id, scorer, status, score, passed FROM results")).all()
+            )
+            kept = sorted(conn.execute(sa.text("SELECT trace_id, run_id, agent FROM runs")).all())
+        out = {
+            "results": results,
+            "kept": kept,
+            "committed": dict(broker.committed["memory"]),
+            "new": loop.stats.results_new,
+            "killed": killed,
+        }
+        if kill_after is not None:
+            out["restarts"] = loop.head.next.next.restarts
+        return out
+    finally:
+        loop.head.close()
+        store.close()
+
+
+def test_workers_store_exactly_what_one_process_stores(tmp_path: Path) -> None:
+    n = 60
+    one, two = _brokers(n)
+    inline = _run(_settings(tmp_path / "a"), one, n)
+    pooled = _run(_settings(tmp_path / "b", workers={"processes": 2, "batch_traces": 4}), two, n)
+    assert inline["results"] and inline["kept"]
+    assert pooled["results"] == inline["results"]
+    assert pooled["kept"] == inline["kept"]
+    assert pooled["committed"] == inline["committed"] == {TP: 2 * n}
+    assert pooled["new"] == inline["new"] == len(inline["results"])
+
+
+def test_a_worker_killed_mid_stream_loses_nothing(tmp_path: Path) -> None:
+    n = 80
+    one, two = _brokers(n, seed=3)
+    reference = _run(_settings(tmp_path / "a"), one, n)
+    got = _run(
+        _settings(tmp_path / "b", workers={"processes": 2, "batch_traces": 2, "linger_s": 0.5}), two, n, kill_after=40
+    )
+    assert got["killed"] and got["restarts"] >= 1
+    assert got["results"] == reference["results"]
+    assert got["committed"] == {TP: 2 * n}
+
+
+def test_a_full_pool_refuses_work_and_forwards_in_submission_order(tmp_path: Path) -> None:
+    """One worker, one batch of one trace in flight: the second trace is refused (``workers``), nothing is taken;
+    once the first is back both go on, in order."""
+    from monitor.ingest.replay import ReplayGuard
+    from monitor.steps.work import TraceWork
+    from monitor.trajectory.assembler import Assembler, AssemblerLimits
+
+    settings = make_settings(tmp_path, workers={"processes": 1, "batch_traces": 1, "max_batches": 1})
+    store = open_store(settings.store)
+    asm = Assembler(AssemblerLimits(root_idle_s=1e9, idle_s=1e9))
+    from monitor.ingest.decode import index_traces
+
+    for offset, (_key, value) in enumerate(agent_traffic(3, seed=1, parts=1, json_share=0.0).records):
+        indexed = index_traces(value)
+        asm.add_deferred(indexed.record, indexed.traces, TP, offset, 0.0, len(value))
+    closed = asm.drain(0.0)
+    end: Collect[Any] = Collect()
+    step = WorkersStep(end, settings, guard=ReplayGuard(store), sampling=None, clock=time.monotonic)
+    try:
+        step.submit(Message(TraceWork(closed[0]), {TP: 1}))
+        refused = False
+        try:
+            step.submit(Message(TraceWork(closed[1]), {TP: 2}))
+        except MessageRejected as exc:
+            refused = exc.reason == "workers"
+        assert refused and "workers" in step.pressure()
+        deadline = time.monotonic() + 60
+        while not end.messages and time.monotonic() < deadline:
+            step.poll()
+            time.sleep(0.01)
+        step.submit(Message(TraceWork(closed[1]), {TP: 2}))
+        step.submit(Message(None, {TP: 3}))
+        step.join(60)
+        assert [m.committable for m in end.messages] == [{TP: 1}, {TP: 2}, {TP: 3}]
+        works = [m.payload for m in end.messages[:2]]
+        assert [w.closed.trace_id for w in works] == [closed[0].trace_id, closed[1].trace_id]
+        assert all(w.runs and w.rows and w.sampled == [True] * len(w.runs) for w in works)
+    finally:
+        step.close()
+        store.close()
