@@ -30,9 +30,13 @@ further).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import io
 import logging
 import multiprocessing
+import operator
 import os
+import pickle
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence, Set
@@ -173,9 +177,48 @@ def _started() -> int:
     return os.getpid()
 
 
-def _handle_batch(batch: list[ClosedTrace]) -> list[TraceOutcome]:
+def _handle_batch(batch: list[ClosedTrace]) -> bytes:
     assert _worker is not None, "the worker was not started"
-    return [_worker.handle(closed) for closed in batch]
+    return compact_dumps([_worker.handle(closed) for closed in batch])
+
+
+_REDUCERS: dict[type, Callable[[Any], tuple[Any, ...]] | None] = {}
+
+
+def _reducer(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+    """A dataclass whose fields are all positional ``__init__`` arguments pickles as ``(cls, field values)``, read
+    by one C-level ``attrgetter``; anything else pickles as usual (None)."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    fields = dataclasses.fields(cls)
+    if not fields or any(not f.init or f.kw_only for f in fields):
+        return None
+    if len(fields) == 1:
+        name = fields[0].name
+        return lambda obj: (getattr(obj, name),)
+    return operator.attrgetter(*(f.name for f in fields))
+
+
+class _CompactPickler(pickle.Pickler):
+    """Pickles the runs and results a worker sends back several times faster than the dataclasses' own
+    ``__getstate__`` (which calls ``dataclasses.fields`` for every object)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        cls = type(obj)
+        try:
+            reduce = _REDUCERS[cls]
+        except KeyError:
+            reduce = _REDUCERS[cls] = _reducer(cls)
+        if reduce is None:
+            return NotImplemented
+        return cls, reduce(obj)
+
+
+def compact_dumps(obj: Any) -> bytes:
+    """``obj`` pickled with :class:`_CompactPickler` (``pickle.loads`` reads it)."""
+    buffer = io.BytesIO()
+    _CompactPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------------- daemon side
@@ -194,7 +237,7 @@ class _Batch:
     traces: list[ClosedTrace] = field(default_factory=list)
     entries: list[_Entry] = field(default_factory=list)
     started: float = 0.0
-    future: Future[list[TraceOutcome]] | None = None
+    future: Future[bytes] | None = None
     breaks: int = 0
 
 
@@ -330,7 +373,7 @@ class WorkersStep:
                 still.append(batch)
                 continue
             try:
-                outcomes = future.result()
+                outcomes: list[TraceOutcome] = pickle.loads(future.result())
             except BrokenProcessPool:
                 broken = True
                 still.append(batch)

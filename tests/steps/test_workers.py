@@ -170,3 +170,23 @@ def test_a_full_pool_refuses_work_and_forwards_in_submission_order(tmp_path: Pat
     finally:
         step.close()
         store.close()
+
+
+def test_what_a_worker_sends_back_reads_back_equal(tmp_path: Path) -> None:
+    """Every recorded fixture's outcome (runs, rows, kept runs, tools) survives the worker's compact pickling."""
+    import pickle
+
+    from monitor.ingest.decode import index_traces
+    from monitor.steps.workers import TraceWorker, compact_dumps
+    from monitor.trajectory.assembler import Assembler, AssemblerLimits
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
+    asm = Assembler(AssemblerLimits(root_idle_s=1e9, idle_s=1e9))
+    for offset, path in enumerate(sorted(fixtures.glob("*/*.traces.pb"))):
+        value = path.read_bytes()
+        indexed = index_traces(value)
+        asm.add_deferred(indexed.record, indexed.traces, TP, offset, 0.0, len(value))
+    worker = TraceWorker(make_settings(tmp_path))
+    outcomes = [worker.handle(closed) for closed in asm.drain(0.0)]
+    assert sum(len(o.rows) for o in outcomes) > 500 and sum(len(o.kept) for o in outcomes) > 50
+    assert pickle.loads(compact_dumps(outcomes)) == outcomes
