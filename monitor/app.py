@@ -263,7 +263,12 @@ class App:
         )
 
         def make_source(on_revoked: PartitionsCallback, on_assigned: PartitionsCallback) -> Source:
-            self.source = KafkaSource(s.kafka, on_revoked, on_assigned, **self.consumer_config)
+            if s.kafka.client == "confluent":  # optional package: imported only when chosen
+                from monitor.ingest.consumer_confluent import ConfluentSource
+
+                self.source = ConfluentSource(s.kafka, on_revoked, on_assigned, **self.consumer_config)
+            else:
+                self.source = KafkaSource(s.kafka, on_revoked, on_assigned, **self.consumer_config)
             return self.source
 
         assert self.dlq is not None

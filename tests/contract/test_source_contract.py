@@ -1,6 +1,8 @@
 """One contract for :class:`monitor.ingest.consumer.Source`, run against every implementation.
 
 * ``kafka``: :class:`~monitor.ingest.consumer.KafkaSource` on the real test broker (Tansu, kafka-python 3.x);
+* ``confluent``: :class:`~monitor.ingest.consumer_confluent.ConfluentSource` (``kafka.client: confluent``,
+  confluent-kafka on librdkafka) on the same broker, with the same settings;
 * ``memory``: :class:`~monitor.ingest.memory.MemorySource` (shipped as ``monitor.testing.MemoryBroker``) in its
   default ``takeover`` group mode, and ``memory-share``: the same in ``share`` mode.
 
@@ -25,6 +27,7 @@ from typing import Any, Protocol
 import pytest
 
 from monitor.ingest.consumer import KafkaSource, Record, Source
+from monitor.ingest.consumer_confluent import ConfluentSource
 from monitor.ingest.memory import MemoryBroker
 from monitor.settings import KafkaSettings
 from tests.support.kafka import committed, create_topics, produce
@@ -141,6 +144,29 @@ class KafkaBackend:
                 member.close()
 
 
+class ConfluentBackend(KafkaBackend):
+    name = "confluent"
+
+    def member(self, topic: str, group: str, max_poll_records: int = 500) -> Member:
+        settings = KafkaSettings(
+            bootstrap_servers=self.bootstrap,
+            spans_topic=topic,
+            group_id=group,
+            client="confluent",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+            max_poll_records=max_poll_records,
+        )
+        # the same tuning as KafkaBackend, by its kafka-python names (ConfluentSource translates them)
+        member = Member(
+            lambda revoked, assigned: ConfluentSource(
+                settings, revoked, assigned, fetch_max_wait_ms=100, max_poll_interval_ms=10_000
+            )
+        )
+        self.members.append(member)
+        return member
+
+
 class MemoryBackend:
     shares: bool
 
@@ -172,12 +198,12 @@ class MemoryBackend:
         pass
 
 
-@pytest.fixture(params=["memory-takeover", "memory-share", "kafka"])
+@pytest.fixture(params=["memory-takeover", "memory-share", "kafka", "confluent"])
 def backend(request: pytest.FixtureRequest) -> Any:
     yield from _backend(request)
 
 
-@pytest.fixture(params=["memory-share", "kafka"])
+@pytest.fixture(params=["memory-share", "kafka", "confluent"])
 def sharing_backend(request: pytest.FixtureRequest) -> Any:
     """The backends where members share a topic (in takeover mode a joining member takes every partition: its
     own tests are in test_memory_broker.py)."""
@@ -187,6 +213,8 @@ def sharing_backend(request: pytest.FixtureRequest) -> Any:
 def _backend(request: pytest.FixtureRequest) -> Any:
     if request.param == "kafka":
         b: Any = KafkaBackend(request.getfixturevalue("kafka_bootstrap"))
+    elif request.param == "confluent":
+        b = ConfluentBackend(request.getfixturevalue("kafka_bootstrap"))
     else:
         b = MemoryBackend(request.param.removeprefix("memory-"))
     yield b

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from monitor.ingest.consumer import KafkaSource
+from monitor.ingest.consumer import KafkaSource, Source
+from monitor.ingest.consumer_confluent import ConfluentSource
 from monitor.ingest.dlq import (
     HEADER_OFFSET,
     HEADER_PARTITION,
@@ -130,7 +131,8 @@ def test_disabled_dead_lettering_sends_nothing(kafka_bootstrap: str) -> None:
     dlq.close()
 
 
-def test_source_joins_polls_pauses_resumes_reports_lag_and_commits(kafka_bootstrap: str) -> None:
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_source_joins_polls_pauses_resumes_reports_lag_and_commits(kafka_bootstrap: str, client: str) -> None:
     topic, group = names("source")
     create_topics(kafka_bootstrap, {topic: 2})
     produce(kafka_bootstrap, topic, [(b"k%d" % i, b"v%d" % i) for i in range(40)])
@@ -142,8 +144,10 @@ def test_source_joins_polls_pauses_resumes_reports_lag_and_commits(kafka_bootstr
         session_timeout_ms=6000,
         heartbeat_interval_ms=500,
         max_poll_records=10,
+        client=client,
     )
-    source = KafkaSource(
+    make = ConfluentSource if client == "confluent" else KafkaSource
+    source: Source = make(
         settings, lambda tps: events.append(("revoked", tps)), lambda tps: events.append(("assigned", tps))
     )
     try:

@@ -1,4 +1,5 @@
 """The daemon end to end with real parts: Tansu broker, kafka-python, the SQLite/PostgreSQL store, HTTP metrics.
+The end-to-end test runs with each consumer client (``kafka.client``: kafka-python, confluent).
 
 Each test uses its own topic and group; group joins cost about 3 s each on Tansu, so each test keeps them few.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from kafka import KafkaProducer
 
 from tests.support.daemon import (
@@ -26,7 +28,10 @@ from tests.support.daemon import (
 from tests.support.kafka import committed, create_topics, end_offsets, free_port, produce, read_all
 
 
-def test_end_to_end_spans_to_stored_results_metrics_and_committed_offsets(kafka_bootstrap: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_end_to_end_spans_to_stored_results_metrics_and_committed_offsets(
+    kafka_bootstrap: str, tmp_path: Path, client: str
+) -> None:
     topic, group = names("e2e")
     create_topics(kafka_bootstrap, {topic: 4})
     traffic = agent_traffic(40, seed=11)
@@ -40,7 +45,7 @@ def test_end_to_end_spans_to_stored_results_metrics_and_committed_offsets(kafka_
     producer.close()
     runs = traffic.runs + split.runs
     url = f"sqlite:///{tmp_path / 'results.db'}"
-    settings = daemon_settings(kafka_bootstrap, topic, group, url)
+    settings = daemon_settings(kafka_bootstrap, topic, group, url, kafka={"client": client})
 
     with daemon_thread(settings) as d:
         loop = d.app.loop

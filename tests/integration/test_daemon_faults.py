@@ -1,10 +1,14 @@
 """The daemon under faults, with real parts: broker outage and restart, PostgreSQL stopped mid-stream,
-kill -9 and restart, two members of one group splitting the partitions."""
+kill -9 and restart, two members of one group splitting the partitions. The tests of the consumer's offsets
+(outage: commits refused then accepted by the new broker; kill -9; two members) run with each consumer client
+(``kafka.client``: kafka-python, confluent)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.support.daemon import (
     agent_traffic,
@@ -24,7 +28,10 @@ from tests.support.kafka import TansuBroker, committed, create_topics, end_offse
 from tests.support.postgres import PostgresCluster, PostgresUnavailable, unavailable
 
 
-def test_broker_outage_the_daemon_survives_reconnects_and_consumes_after_the_restart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_broker_outage_the_daemon_survives_reconnects_and_consumes_after_the_restart(
+    tmp_path: Path, client: str
+) -> None:
     broker = TansuBroker(tmp_path)
     broker.start()
     try:
@@ -33,7 +40,7 @@ def test_broker_outage_the_daemon_survives_reconnects_and_consumes_after_the_res
         before = agent_traffic(8, seed=31)
         produce(broker.bootstrap, topic, before.records)
         url = f"sqlite:///{tmp_path / 'results.db'}"
-        with daemon_thread(daemon_settings(broker.bootstrap, topic, group, url)) as d:
+        with daemon_thread(daemon_settings(broker.bootstrap, topic, group, url, kafka={"client": client})) as d:
             loop = d.app.loop
             assert loop is not None
             wait_for(lambda: loop.stats.traces_scored == before.runs, 30, "first batch scored")
@@ -95,7 +102,8 @@ def test_store_unavailable_pauses_holds_the_traces_and_resumes_without_loss(kafk
         cluster.destroy()
 
 
-def test_kill_9_and_restart_scores_every_run_exactly_once(kafka_bootstrap: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_kill_9_and_restart_scores_every_run_exactly_once(kafka_bootstrap: str, tmp_path: Path, client: str) -> None:
     topic, group = names("kill9")
     create_topics(kafka_bootstrap, {topic: 2})
     traffic = agent_traffic(30, seed=51)
@@ -103,7 +111,9 @@ def test_kill_9_and_restart_scores_every_run_exactly_once(kafka_bootstrap: str, 
     url = f"sqlite:///{tmp_path / 'results.db'}"
     port1, port2 = free_port(), free_port()
     # the first process never reaches its commit timer: everything it stored is re-read by the second
-    first = daemon_settings(kafka_bootstrap, topic, group, url, http={"port": port1}, kafka={"commit_interval_s": 3600})
+    first = daemon_settings(
+        kafka_bootstrap, topic, group, url, http={"port": port1}, kafka={"commit_interval_s": 3600, "client": client}
+    )
     log = tmp_path / "daemon.log"
     proc = spawn_daemon(write_config(tmp_path / "first.yaml", first), log)
     try:
@@ -119,7 +129,7 @@ def test_kill_9_and_restart_scores_every_run_exactly_once(kafka_bootstrap: str, 
     assert 10 <= stored_before <= traffic.runs
     assert set(committed(kafka_bootstrap, group, topic, 2).values()) == {None}
 
-    second = daemon_settings(kafka_bootstrap, topic, group, url, http={"port": port2})
+    second = daemon_settings(kafka_bootstrap, topic, group, url, http={"port": port2}, kafka={"client": client})
     proc = spawn_daemon(write_config(tmp_path / "second.yaml", second), log)
     try:
 
@@ -148,15 +158,16 @@ def test_kill_9_and_restart_scores_every_run_exactly_once(kafka_bootstrap: str, 
     assert metric_sum(m, "monitor_runs_sampled_total") == traffic.runs - stored_before
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_two_members_split_the_partitions_and_revocation_commits_closed_work(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, client: str
 ) -> None:
     topic, group = names("pair")
     create_topics(kafka_bootstrap, {topic: 4})
     first, second = agent_traffic(20, seed=61), agent_traffic(20, seed=62)
     url = f"sqlite:///{tmp_path / 'results.db'}"
     # commits only on revocation and shutdown, so the offsets seen below come from those paths
-    settings = daemon_settings(kafka_bootstrap, topic, group, url, kafka={"commit_interval_s": 3600})
+    settings = daemon_settings(kafka_bootstrap, topic, group, url, kafka={"commit_interval_s": 3600, "client": client})
     produce(kafka_bootstrap, topic, first.records)
     with daemon_thread(settings) as a:
         la = a.app.loop

@@ -9,7 +9,7 @@ The interleaving the field trial found, built record by record on one partition 
     offset 3  A part 2: A's root                           → A closes, is stored
 
 Without replay marks the re-read tail of B is rebuilt as a rootless run under another run id and stored as
-a third run.
+a third run. The kill -9 and rebalance cases also run with the confluent consumer client (``kafka.client``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def stored_runs(url: str) -> list[tuple[str, str]]:
         engine.dispose()
 
 
-def _settings(bootstrap: str, topic: str, group: str, url: str, port: int = 0):  # type: ignore[no-untyped-def]
+def _settings(bootstrap: str, topic: str, group: str, url: str, port: int = 0, client: str = "kafka-python"):  # type: ignore[no-untyped-def]
     # root_idle short, idle long: B closes as soon as its tail is in; A (rootless) stays open meanwhile
     return daemon_settings(
         bootstrap,
@@ -83,13 +83,21 @@ def _settings(bootstrap: str, topic: str, group: str, url: str, port: int = 0): 
         url,
         http={"port": port},
         assembler={"root_idle_s": 0.3, "idle_s": 60.0},
-        kafka={"commit_interval_s": 0.3},
+        kafka={"commit_interval_s": 0.3, "client": client},
     )
 
 
-@pytest.mark.parametrize(("stop", "backend"), [("sigterm", "sqlite"), ("kill9", "sqlite"), ("kill9", "postgresql")])
+@pytest.mark.parametrize(
+    ("stop", "backend", "client"),
+    [
+        ("sigterm", "sqlite", "kafka-python"),
+        ("kill9", "sqlite", "kafka-python"),
+        ("kill9", "postgresql", "kafka-python"),
+        ("kill9", "sqlite", "confluent"),
+    ],
+)
 def test_a_trace_stored_before_a_restart_is_not_stored_again_from_its_tail(
-    kafka_bootstrap: str, tmp_path: Path, stop: str, backend: str, request: pytest.FixtureRequest
+    kafka_bootstrap: str, tmp_path: Path, stop: str, backend: str, client: str, request: pytest.FixtureRequest
 ) -> None:
     """1. B closes and is stored while A holds the commit at A's first record.
     2. The daemon stops (SIGTERM: graceful drain; kill -9: no drain at all).
@@ -107,7 +115,9 @@ def test_a_trace_stored_before_a_restart_is_not_stored_again_from_its_tail(
     log = tmp_path / "daemon.log"
     produce(kafka_bootstrap, topic, first, partition=0)
     port1, port2 = free_port(), free_port()
-    proc = spawn_daemon(write_config(tmp_path / "one.yaml", _settings(kafka_bootstrap, topic, group, url, port1)), log)
+    proc = spawn_daemon(
+        write_config(tmp_path / "one.yaml", _settings(kafka_bootstrap, topic, group, url, port1, client)), log
+    )
     try:
         try:
             wait_for(lambda: [t for t, _ in stored_runs(url)] == [ids["B"]], 60, "B stored")
@@ -125,7 +135,9 @@ def test_a_trace_stored_before_a_restart_is_not_stored_again_from_its_tail(
             proc.kill()
     assert committed(kafka_bootstrap, group, topic, 1) == {0: 1}
     produce(kafka_bootstrap, topic, [a_root], partition=0)
-    proc = spawn_daemon(write_config(tmp_path / "two.yaml", _settings(kafka_bootstrap, topic, group, url, port2)), log)
+    proc = spawn_daemon(
+        write_config(tmp_path / "two.yaml", _settings(kafka_bootstrap, topic, group, url, port2, client)), log
+    )
     try:
         wait_for(lambda: committed(kafka_bootstrap, group, topic, 1) == {0: 4}, 40, "everything committed")
         m = scrape(port2)
@@ -140,8 +152,9 @@ def test_a_trace_stored_before_a_restart_is_not_stored_again_from_its_tail(
     assert metric_sum(m, "monitor_runs_scored_total") == 1  # A only: B is not counted twice
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_a_trace_stored_before_a_rebalance_is_not_stored_again_by_the_new_owner(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, client: str
 ) -> None:
     """1. Member one stores B while A holds the commit at A's first record.
     2. Member two joins: the partition is revoked (open A dropped, commit stays at 1) and reassigned.
@@ -152,10 +165,10 @@ def test_a_trace_stored_before_a_rebalance_is_not_stored_again_by_the_new_owner(
     ids, first, a_root = interleaving()
     url = f"sqlite:///{tmp_path / 'results.db'}"
     produce(kafka_bootstrap, topic, first, partition=0)
-    with daemon_thread(_settings(kafka_bootstrap, topic, group, url)) as one:
+    with daemon_thread(_settings(kafka_bootstrap, topic, group, url, client=client)) as one:
         wait_for(lambda: [t for t, _ in stored_runs(url)] == [ids["B"]], 40, "B stored")
         wait_for(lambda: committed(kafka_bootstrap, group, topic, 1) == {0: 1}, 20, "commit held at A's first")
-        with daemon_thread(_settings(kafka_bootstrap, topic, group, url)) as two:
+        with daemon_thread(_settings(kafka_bootstrap, topic, group, url, client=client)) as two:
             loops = [one.app.loop, two.app.loop]
             assert all(loop is not None for loop in loops)
 
