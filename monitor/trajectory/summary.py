@@ -33,13 +33,43 @@ Hook = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def _cap(value: Any, limit: int) -> Any:
-    if isinstance(value, str):
+    """``value`` with every string longer than ``limit`` cut (tuples and mappings become lists and dicts). Copy on
+    write: a dict or list with nothing to cut is returned as it is, so the common case allocates nothing."""
+    kind = type(value)
+    if kind is str:
         return value if len(value) <= limit else f"{value[:limit]}[truncated {len(value) - limit} chars]"
+    if kind is dict:
+        out: dict[Any, Any] | None = None
+        for k, v in value.items():
+            if type(v) in _SCALARS:
+                continue
+            capped = _cap(v, limit)
+            if capped is not v:
+                if out is None:
+                    out = dict(value)
+                out[k] = capped
+        return value if out is None else out
+    if kind is list:
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            if type(v) in _SCALARS:
+                continue
+            capped = _cap(v, limit)
+            if capped is not v:
+                if items is None:
+                    items = list(value)
+                items[i] = capped
+        return value if items is None else items
+    if isinstance(value, str):  # a str subclass
+        return _cap(str(value), limit)
     if isinstance(value, Mapping):
-        return {k: _cap(v, limit) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_cap(v, limit) for v in value]
+        return _cap(dict(value), limit) if kind is not dict else value
+    if isinstance(value, tuple):
+        return _cap(list(value), limit)
     return value
+
+
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
 
 
 def _redact(value: Any, pattern: re.Pattern[str]) -> Any:
