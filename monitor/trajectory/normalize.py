@@ -171,11 +171,13 @@ def _conventions(a: Mapping[str, Any], span: SpanRecord) -> set[str]:
     """The conventions whose keys (``CONVENTION_KEY_PREFIXES``, ``CONVENTION_KEYS``) or instrumentation scope
     (``CONVENTION_SCOPES``) the span shows."""
     seen: set[str] = set()
+    cache = _KEY_CONVENTION
     for key in a:
-        if key.startswith(_CONVENTION_PREFIXES):
-            seen.add(next(c.value for prefix, c in CONVENTION_KEY_PREFIXES if key.startswith(prefix)))
-        elif key in CONVENTION_KEYS:
-            seen.add(CONVENTION_KEYS[key].value)
+        convention = cache.get(key, _UNSET)
+        if convention is _UNSET:
+            convention = _key_convention(key)
+        if convention is not None:
+            seen.add(convention)  # type: ignore[arg-type]
     if span.scope_name.startswith(_SCOPE_PREFIXES):
         seen.add(next(c.value for prefix, c in CONVENTION_SCOPES if span.scope_name.startswith(prefix)))
     return seen
@@ -183,6 +185,22 @@ def _conventions(a: Mapping[str, Any], span: SpanRecord) -> set[str]:
 
 _CONVENTION_PREFIXES: Final = tuple(prefix for prefix, _ in CONVENTION_KEY_PREFIXES)
 _SCOPE_PREFIXES: Final = tuple(prefix for prefix, _ in CONVENTION_SCOPES)
+_KEY_CONVENTION: dict[str, str | None] = {}
+"""Attribute key → the convention it shows (None: none): keys repeat from span to span, so each is looked up once.
+Bounded: emptied past :data:`_KEY_CONVENTION_MAX` keys (indexed keys such as ``llm.input_messages.17.…`` vary)."""
+_KEY_CONVENTION_MAX: Final = 65_536
+
+
+def _key_convention(key: str) -> str | None:
+    if key.startswith(_CONVENTION_PREFIXES):
+        convention: str | None = next(c.value for prefix, c in CONVENTION_KEY_PREFIXES if key.startswith(prefix))
+    else:
+        known = CONVENTION_KEYS.get(key)
+        convention = known.value if known is not None else None
+    if len(_KEY_CONVENTION) >= _KEY_CONVENTION_MAX:
+        _KEY_CONVENTION.clear()
+    _KEY_CONVENTION[key] = convention
+    return convention
 
 
 # --------------------------------------------------------------------------- content from events
