@@ -282,13 +282,24 @@ def _proto_attributes(kvs: Any, limit: int, repaired: Counter[str]) -> dict[str,
     out: dict[str, Any] = {}
     truncated: list[str] = []
     for kv in kvs:
-        cut: list[bool] = []
         key: str = kv.key
         if "\x00" in key:
             key = _no_nul(key, repaired)
-        out[key] = _proto_any(kv.value, limit, cut, repaired)
-        if cut:
-            truncated.append(key)
+        value = kv.value
+        which = value.WhichOneof("value")
+        if which == "string_value":  # most attributes, inlined: _proto_any's first case
+            text: str = value.string_value
+            if len(text) > limit:
+                truncated.append(key)
+                text = text[:limit]
+            out[key] = _no_nul(text, repaired) if "\x00" in text else text
+        elif which == "int_value":
+            out[key] = value.int_value
+        else:
+            cut: list[bool] = []
+            out[key] = _proto_any(value, limit, cut, repaired)
+            if cut:
+                truncated.append(key)
     if truncated:
         out[TRUNCATED_KEY] = truncated
     return out
