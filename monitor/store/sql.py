@@ -1,10 +1,16 @@
 """The SQL result store (SQLAlchemy Core): SQLite (default, one file) or PostgreSQL (several replicas).
 
 Idempotency: ``results`` has a unique key (trace_id, run_id, scorer, scorer_version); :meth:`SqlResultStore.write`
-inserts with ``INSERT … ON CONFLICT DO NOTHING RETURNING`` (PostgreSQL, SQLite ≥ 3.35) so the rows returned are
-exactly the ones this transaction inserted. On PostgreSQL a concurrent insert of the same key waits for the other
-transaction and then does nothing, so exactly one writer sees the key as new. Rows are written in key order
-(runs first, then results) so concurrent writers lock in the same order and cannot deadlock each other.
+inserts with ``INSERT … ON CONFLICT DO NOTHING`` and learns exactly the rows this transaction inserted: on
+PostgreSQL from ``RETURNING``, on SQLite (which holds its write lock from the transaction's start, ``BEGIN
+IMMEDIATE``) as the rows above the largest rowid before. On PostgreSQL a concurrent insert of the same key waits for
+the other transaction and then does nothing, so exactly one writer sees the key as new. Rows are written in key
+order (runs first, then results) so concurrent writers lock in the same order and cannot deadlock each other.
+
+The write path is lean: one statement per table per write (SQLite: an ``executemany`` of one ``INSERT``;
+PostgreSQL: one ``INSERT … SELECT … FROM unnest(…)`` with binary array parameters), on rows converted once, with no
+SQLAlchemy processing per row; JSON columns are serialized once by orjson, and only a value orjson refuses takes the
+careful walk (:func:`jsonable`). ``bench/store.py`` measures it against the bare driver.
 """
 
 from __future__ import annotations
@@ -12,22 +18,24 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
-import json
+import functools
 import logging
 import math
 import os
+import re
 import socket
+import sys
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
-from typing import Any, TypeVar
+from json.encoder import encode_basestring, encode_basestring_ascii
+from typing import Any, Final, TypeVar
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.pool import StaticPool
 
 from monitor.scoring.result import Issue, ScoreResult
@@ -127,42 +135,301 @@ def create_store_engine(
 
 
 # --- conversion ---------------------------------------------------------------------------------------------
+#
+# The write path hands the driver plain tuples, built once per row: text, numbers, datetimes (SQLite: the text
+# SQLAlchemy stores them as) and JSON columns serialized once, as text. No SQLAlchemy type processing runs per row
+# (statements go through ``exec_driver_sql``, so engine events still see them); the read side is unchanged (the
+# schema keeps ``sa.JSON``, whose result processing parses the text back).
+
+MAX_JSON_DEPTH: Final = 256
+"""Containers nested deeper than this in a JSON value are stored as a string holding their compact JSON text, so
+every stored document can be read back by a recursive parser (Python's ``json``, PostgreSQL's) within its limits."""
+
+_UNSTORABLE_CHARS: Final = re.compile("[\x00\ud800-\udfff]")
+_REPLACEMENT: Final = "\ufffd"
+_CIRCULAR: Final = "[circular reference]"
 
 
 def _text(value: str) -> str:
-    """PostgreSQL text cannot hold NUL: replaced (identically on every backend) by U+FFFD."""
-    return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    """Text every backend stores: NUL (PostgreSQL text cannot hold it) and lone UTF-16 surrogates (UTF-8 cannot
+    encode them, so no driver takes them) become U+FFFD, one per code point, identically on every backend.
+    ``str.isascii`` is O(1), so ASCII text (ids, names) costs one scan for NUL at most."""
+    if value.isascii():
+        return value.replace("\x00", _REPLACEMENT) if "\x00" in value else value
+    return _UNSTORABLE_CHARS.sub(_REPLACEMENT, value)
 
 
 def _opt_text(value: str | None) -> str | None:
-    return None if value is None else _text(str(value))
+    if value is None:
+        return None
+    return _text(value if type(value) is str else str(value))
+
+
+def _opt_float(value: float | None) -> float | None:
+    """A float column's value: ``None`` for NaN and infinities (as before), a float even when given an int (the
+    PostgreSQL array of a column holds one type)."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _str(value: Any) -> str:
+    try:
+        return _text(str(value))
+    except Exception:  # a __str__ that raises must not fail the write
+        return f"<unprintable {type(value).__name__}>"
+
+
+class _Exit:
+    """Marks, on :func:`jsonable`'s stack, the end of a container's children (it is no longer an ancestor). Holds
+    the container: a temporary one (a dataclass's ``asdict``) must live on, or its id could be reused meanwhile."""
+
+    __slots__ = ("container", "ident")
+
+    def __init__(self, container: object) -> None:
+        self.container = container
+        self.ident = id(container)
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data, identical on every backend.
+    """``value`` as plain JSON data, identical on every backend; never raises (short of memory), at any depth.
 
-    Dicts get string keys; tuples, lists, sets become lists; enums their value; dataclasses dicts; dates ISO
-    text; NaN and infinities ``None``; NUL characters U+FFFD; anything else its ``str()``.
+    Dicts get string keys (``str(key)``; when two keys give the same string the later value wins); tuples, lists
+    become lists, sets and frozensets lists sorted by the ``repr`` of their converted items; enums their value;
+    dataclasses dicts (``dataclasses.asdict``); dates and datetimes ISO text; NaN and infinities ``None``; NUL and
+    lone surrogates U+FFFD (in keys too); a container that contains itself the string ``"[circular reference]"``
+    where it recurs; anything else its ``str()`` (its type name when ``str()`` raises). Iterative: nesting depth is
+    bounded by memory only (the encoder, :func:`_encode`, bounds what it writes).
     """
-    if value is None or isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str):
-        return _text(value)
-    if isinstance(value, enum.Enum):
-        return jsonable(value.value)
+    root: list[Any] = [None]
+    ancestors: set[int] = set()
+    stack: list[Any] = [(value, root, 0)]
+    while stack:
+        entry = stack.pop()
+        if type(entry) is _Exit:
+            ancestors.discard(entry.ident)
+            continue
+        item, holder, slot = entry
+        while True:  # unwrap what converts to another value (enums, dataclasses, mappings that are not dicts)
+            if item is None or isinstance(item, bool | int):
+                break
+            if isinstance(item, float):
+                item = item if math.isfinite(item) else None
+                break
+            if isinstance(item, str):
+                item = _text(item)
+                break
+            if isinstance(item, enum.Enum):
+                item = item.value
+                continue
+            if isinstance(item, Mapping | list | tuple | set | frozenset):
+                break
+            if dataclasses.is_dataclass(item) and not isinstance(item, type):
+                try:
+                    item = dataclasses.asdict(item)
+                    continue
+                except Exception:
+                    item = _str(item)
+                    break
+            item = item.isoformat() if isinstance(item, datetime | date) else _str(item)
+            break
+        if not isinstance(item, Mapping | list | tuple | set | frozenset):
+            holder[slot] = item
+            continue
+        ident = id(item)
+        if ident in ancestors:
+            holder[slot] = _CIRCULAR
+            continue
+        if isinstance(item, set | frozenset):
+            holder[slot] = _sorted_set(item)
+            continue
+        ancestors.add(ident)
+        stack.append(_Exit(item))
+        if isinstance(item, Mapping):
+            pending: dict[str, Any] = {}
+            for k, v in item.items():
+                pending[k if type(k) is str and k.isascii() and "\x00" not in k else _key(k)] = v
+            out: dict[str, Any] = dict.fromkeys(pending)
+            holder[slot] = out
+            stack.extend((v, out, k) for k, v in pending.items())
+        else:
+            items: list[Any] = list(item)
+            holder[slot] = items
+            stack.extend((v, items, i) for i, v in enumerate(items))
+    return root[0]
+
+
+def _key(key: Any) -> str:
+    return _text(key) if type(key) is str else _str(key)
+
+
+def _sorted_set(items: set[Any] | frozenset[Any]) -> list[Any]:
+    plain = [jsonable(v) for v in items]
+    try:
+        return sorted(plain, key=repr)
+    except Exception:  # a repr too deep to take: the order of the JSON text instead (deterministic as well)
+        return sorted(plain, key=_encode)
+
+
+def _encode(
+    plain: Any,
+    *,
+    ascii: bool = False,
+    item_sep: str = ",",
+    key_sep: str = ":",
+    max_depth: int = MAX_JSON_DEPTH,
+) -> str:
+    """The JSON text of ``plain`` (what :func:`jsonable` returns), written iteratively (any depth).
+
+    With ``ascii=True, item_sep=", ", key_sep=": "`` it is exactly ``json.dumps(plain)``: strings through the same C
+    encoders, ints and floats through ``int.__repr__`` / ``float.__repr__``. A container nested deeper than
+    ``max_depth`` (the outermost is at depth 1) is written as a string holding its compact JSON text.
+    """
+    quote = encode_basestring_ascii if ascii else encode_basestring
+    out: list[str] = []
+    stack: list[tuple[Any, int]] = [(plain, 1)]  # depth 0: a literal token
+    while stack:
+        item, depth = stack.pop()
+        if depth == 0:
+            out.append(item)
+        elif item is None:
+            out.append("null")
+        elif item is True:
+            out.append("true")
+        elif item is False:
+            out.append("false")
+        elif isinstance(item, str):
+            out.append(quote(item))
+        elif isinstance(item, int):
+            out.append(int.__repr__(item))
+        elif isinstance(item, float):
+            out.append(float.__repr__(item) if math.isfinite(item) else "null")
+        elif isinstance(item, dict | list) and depth > max_depth:
+            out.append(quote(_encode(item, max_depth=sys.maxsize)))
+        elif isinstance(item, dict):
+            if not item:
+                out.append("{}")
+                continue
+            out.append("{")
+            stack.append(("}", 0))
+            entries = list(item.items())
+            for i in range(len(entries) - 1, -1, -1):
+                k, v = entries[i]
+                stack.append((v, depth + 1))
+                stack.append(((item_sep if i else "") + quote(k) + key_sep, 0))
+        elif isinstance(item, list):
+            if not item:
+                out.append("[]")
+                continue
+            out.append("[")
+            stack.append(("]", 0))
+            for i in range(len(item) - 1, -1, -1):
+                stack.append((item[i], depth + 1))
+                if i:
+                    stack.append((item_sep, 0))
+        else:  # not plain data: what jsonable makes of it
+            stack.append((jsonable(item), depth))
+    return "".join(out)
+
+
+def _careful_json(
+    value: Any, *, ascii: bool = False, item_sep: str = ",", key_sep: str = ":", nullable: bool = False
+) -> str | None:
+    """JSON text of ``value`` by the careful walk (:func:`jsonable`, then :func:`_encode`); with ``nullable``, None
+    (SQL NULL) when it converts to ``None``. Never raises (short of memory): a value even that walk cannot take
+    (sets nested past the interpreter's recursion limit) is stored as a string naming its type."""
+    try:
+        plain = jsonable(value)
+        if plain is None and nullable:
+            return None
+        return _encode(plain, ascii=ascii, item_sep=item_sep, key_sep=key_sep)
+    except Exception as exc:
+        log.warning("store: a %s value cannot be written as JSON (%s): stored as its type name", type(value), exc)
+        return encode_basestring(f"<unstorable {type(value).__name__}>")
+
+
+def _orjson_default(value: Any) -> Any:
+    """What the fast path gives orjson for what it does not take itself: the same as :func:`jsonable`."""
+    if isinstance(value, float):  # a float subclass
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        return {_text(str(k)): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
+        return dict(value)
+    if isinstance(value, list | tuple):  # named tuples
+        return list(value)
     if isinstance(value, set | frozenset):
-        return sorted((jsonable(v) for v in value), key=repr)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return jsonable(dataclasses.asdict(value))
-    if isinstance(value, datetime | date):
+        return _sorted_set(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # orjson itself skips "_" fields
+        return dataclasses.asdict(value)
+    if isinstance(value, datetime | date):  # orjson's own form differs from isoformat() for some
         return value.isoformat()
-    return _text(str(value))
+    return _str(value)
+
+
+_ORJSON_OPTIONS: Final = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def _json(value: Any) -> str:
+    """The JSON text of a JSON column: compact UTF-8, the same data as ``jsonable(value)``.
+
+    Fast path: one ``orjson.dumps`` (C, no Python walk; NaN and infinities come out as ``null`` as in
+    :func:`jsonable`). It refuses lone surrogates, ints beyond 64 bits, keys that are not exactly ``str``,
+    nesting deeper than 254; and a ``\\u0000`` escape in its output means a NUL somewhere (or the text
+    ``\\u0000``: harmless). Then, and only for that value, the careful walk (:func:`_careful_json`) writes it.
+    """
+    try:
+        out = orjson.dumps(value, default=_orjson_default, option=_ORJSON_OPTIONS)
+    except Exception:  # orjson.JSONEncodeError (a TypeError) and whatever _orjson_default raised
+        out = None
+    if out is None or b"\\u0000" in out:
+        return _careful_json(value) or "null"  # not nullable: never None
+    return out.decode()
+
+
+def _opt_json(value: Any) -> str | None:
+    """A nullable JSON column (``none_as_null``): SQL NULL for ``None`` and what converts to it (NaN)."""
+    if value is None:
+        return None
+    text = _json(value)
+    return None if text == "null" else text
+
+
+def _issue_json_sqlite(value: Any) -> str | None:
+    """An issue's JSON on SQLite: the very text the store always wrote there (``json.dumps(jsonable(value))``:
+    ASCII, ``", "`` and ``": "``). The failure report groups issues by this text (``CAST(actual AS TEXT)``), so a
+    value must keep its text across versions. Issues are few and small: the careful walk is fast enough."""
+    return None if value is None else _careful_json(value, ascii=True, item_sep=", ", key_sep=": ", nullable=True)
+
+
+def _issue_json_postgres(value: Any) -> str | None:
+    """An issue's JSON on PostgreSQL: the very text the store always wrote there (UTF-8, ``", "`` and ``": "``)."""
+    return None if value is None else _careful_json(value, item_sep=", ", key_sep=": ", nullable=True)
+
+
+def _sqlite_time(value: datetime) -> str:
+    """A timestamp as SQLAlchemy's SQLite ``DATETIME`` stores it for :class:`~monitor.store.schema.UTCDateTime`:
+    UTC, ``YYYY-MM-DD HH:MM:SS.ffffff`` (naive values are UTC). Text order is time order."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(" ", "microseconds")
+
+
+def _postgres_time(value: datetime) -> datetime:
+    """A timestamp for a PostgreSQL ``timestamptz`` parameter: aware (naive values are UTC, as UTCDateTime)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Codec:
+    """How one backend's driver takes the values of the write path."""
+
+    time: Callable[[datetime], Any]
+    issue_json: Callable[[Any], str | None]
+
+
+_SQLITE_CODEC: Final = _Codec(_sqlite_time, _issue_json_sqlite)
+_POSTGRES_CODEC: Final = _Codec(_postgres_time, _issue_json_postgres)
+
+
+def _opt_time(codec: _Codec, value: datetime | None) -> Any:
+    return None if value is None else codec.time(value)
 
 
 def parse_timestamp(value: str | None) -> datetime:
@@ -185,182 +452,307 @@ def _expected_tool(issue: Issue) -> str | None:
     return None
 
 
-def _issue_row(issue: Issue) -> dict[str, Any]:
-    return {
-        "kind": str(issue.kind),
-        "severity": str(issue.severity),
-        "tool": _opt_text(issue.tool),
-        "parameter": _opt_text(issue.parameter),
-        "call_index": issue.call_index,
-        "call_id": _opt_text(issue.call_id),
-        "turn": issue.turn,
-        "expected_tool": _expected_tool(issue),
-        "expected": jsonable(issue.expected),
-        "actual": jsonable(issue.actual),
-        "detail": jsonable(issue.detail),
-    }
+def _issue_row(codec: _Codec, issue: Issue) -> tuple[Any, ...]:
+    """An ``issues`` row without its leading ``result_id`` (known once the result is inserted)."""
+    return (
+        str(issue.kind),
+        str(issue.severity),
+        _opt_text(issue.tool),
+        _opt_text(issue.parameter),
+        issue.call_index,
+        _opt_text(issue.call_id),
+        issue.turn,
+        _expected_tool(issue),
+        codec.issue_json(issue.expected),
+        codec.issue_json(issue.actual),
+        codec.issue_json(issue.detail),
+    )
+
+
+# Column order of the tuples each table gets (statements are built from these).
+_RUN_COLUMNS: Final = (
+    "trace_id",
+    "run_id",
+    "agent",
+    "conversation_id",
+    "start_time",
+    "tools",
+    "first_scored_at",
+    "last_scored_at",
+)
+_RESULT_COLUMNS: Final = (
+    "trace_id",
+    "run_id",
+    "agent",
+    "scorer",
+    "scorer_version",
+    "scorer_kind",
+    "params_hash",
+    "params",
+    "status",
+    "score",
+    "threshold",
+    "passed",
+    "reason",
+    "degraded",
+    "details",
+    "judge",
+    "scored_at",
+)
+_ISSUE_COLUMNS: Final = (
+    "result_id",
+    "kind",
+    "severity",
+    "tool",
+    "parameter",
+    "call_index",
+    "call_id",
+    "turn",
+    "expected_tool",
+    "expected",
+    "actual",
+    "detail",
+)
+_MARK_COLUMNS: Final = ("topic", "partition", "kind", "ident", "last_offset", "marked_at")
+_KEPT_COLUMNS: Final = (
+    "trace_id",
+    "run_id",
+    "agent",
+    "user_text",
+    "final_response",
+    "status",
+    "duration_ms",
+    "calls",
+    "run",
+)
+_TOOL_COLUMNS: Final = ("agent", "name", "definition_hash", "description", "input_schema", "first_seen", "last_seen")
+_JOB_COLUMNS: Final = (
+    "key",
+    "trace_id",
+    "run_id",
+    "agent",
+    "scorer",
+    "scorer_kind",
+    "scorer_version",
+    "params",
+    "run",
+    "run_start_ns",
+    "flagged",
+    "enqueued_at",
+    "lease_owner",
+    "lease_until",
+    "attempts",
+)
+# indexes into a run row (a list while runs of one write are merged)
+_R_AGENT, _R_CONVERSATION, _R_START, _R_TOOLS, _R_FIRST, _R_LAST = 2, 3, 4, 5, 6, 7
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Prepared:
     key: Key
     run_key: tuple[str, str]
-    result_row: dict[str, Any]
-    issue_rows: list[dict[str, Any]]
-    run_row: dict[str, Any]
+    result_row: tuple[Any, ...]
+    issue_rows: list[tuple[Any, ...]]
+    run_row: list[Any]
 
 
-_PARAMS_CACHE: dict[str, Any] = {}
+_PARAMS_CACHE: dict[str, str] = {}
 _PARAMS_CACHE_MAX = 4096
 
 
-def _params_json(params_hash: str, params: Mapping[str, Any]) -> Any:
-    """A scorer instance's parameters are the same on every result it returns: convert them once per
-    ``params_hash`` (the hash of their canonical JSON, so equal hashes mean equal parameters)."""
+def _params_json(params_hash: str, params: Mapping[str, Any]) -> str:
+    """A scorer instance's parameters are the same on every result it returns: serialize them once per
+    ``params_hash`` (the hash of their canonical JSON, so equal hashes mean equal parameters; the stored text is
+    not compared anywhere, the hash is)."""
     if not params_hash:
-        return jsonable(params)
+        return _json(params)
     cached = _PARAMS_CACHE.get(params_hash)
     if cached is None:
         if len(_PARAMS_CACHE) >= _PARAMS_CACHE_MAX:
             _PARAMS_CACHE.clear()
-        cached = _PARAMS_CACHE[params_hash] = jsonable(params)
+        cached = _PARAMS_CACHE[params_hash] = _json(params)
     return cached
 
 
-def _prepare(item: StoredResult) -> _Prepared:
-    res: ScoreResult = item.result
-    if not res.trace_id or not res.run_id:
-        raise ValueError(f"result of scorer {res.scorer!r} has no trace_id/run_id: it cannot be stored")
-    trace_id, run_id, scorer = _text(res.trace_id), _text(res.run_id), _text(res.scorer)
-    scored_at = parse_timestamp(res.scored_at)
-    agent = _opt_text(res.agent)
-    start_time = datetime.fromtimestamp(item.run_start_ns / 1e9, tz=UTC) if item.run_start_ns is not None else None
-    result_row = {
-        "trace_id": trace_id,
-        "run_id": run_id,
-        "agent": agent,
-        "scorer": scorer,
-        "scorer_version": int(res.scorer_version),
-        "scorer_kind": _text(res.scorer_kind),
-        "params_hash": _text(res.params_hash),
-        "params": _params_json(res.params_hash, res.params),
-        "status": res.status,
-        "score": res.score if res.score is None or math.isfinite(res.score) else None,
-        "threshold": res.threshold,
-        "passed": res.passed,
-        "reason": _opt_text(res.reason),
-        "degraded": _opt_text(res.degraded),
-        "details": jsonable(res.details),
-        "judge": jsonable(res.judge) if res.judge is not None else None,
-        "scored_at": scored_at,
-    }
-    run_row = {
-        "trace_id": trace_id,
-        "run_id": run_id,
-        "agent": agent,
-        "conversation_id": _opt_text(res.conversation_id),
-        "start_time": start_time,
-        "tools": [_text(t) for t in item.tools],
-        "first_scored_at": scored_at,
-        "last_scored_at": scored_at,
-    }
-    return _Prepared(
-        key=(trace_id, run_id, scorer, int(res.scorer_version)),
-        run_key=(trace_id, run_id),
-        result_row=result_row,
-        issue_rows=[_issue_row(i) for i in res.issues],
-        run_row=run_row,
-    )
+class _Preparer:
+    """Builds the rows of one write; memoizes what results of one write share (their run's tool list, start and
+    ``scored_at``: a run's results carry the same). A result without ``scored_at`` is scored now: one "now" per
+    write."""
+
+    def __init__(self, codec: _Codec) -> None:
+        self.codec = codec
+        self._stamps: dict[str | None, Any] = {}
+        self._starts: dict[int, Any] = {}
+        self._tools: dict[tuple[str, ...], str] = {}
+
+    def stamp(self, value: str | None) -> Any:
+        """``scored_at`` text as the driver takes it (None: now, once per write)."""
+        known = self._stamps.get(value)
+        if known is None:
+            known = self._stamps[value] = self.codec.time(parse_timestamp(value))
+        return known
+
+    def start(self, start_ns: int | None) -> Any:
+        """A run's start (Unix ns) as the driver takes it."""
+        if start_ns is None:
+            return None
+        known = self._starts.get(start_ns)
+        if known is None:
+            known = self._starts[start_ns] = self.codec.time(datetime.fromtimestamp(start_ns / 1e9, tz=UTC))
+        return known
+
+    def tools(self, names: tuple[str, ...]) -> str:
+        text = self._tools.get(names)
+        if text is None:
+            text = self._tools[names] = _json([_text(t) for t in names])
+        return text
+
+    def prepare(self, item: StoredResult) -> _Prepared:
+        res: ScoreResult = item.result
+        if not res.trace_id or not res.run_id:
+            raise ValueError(f"result of scorer {res.scorer!r} has no trace_id/run_id: it cannot be stored")
+        trace_id, run_id, scorer = _text(res.trace_id), _text(res.run_id), _text(res.scorer)
+        version = int(res.scorer_version)
+        scored_at = self.stamp(res.scored_at)
+        agent = _opt_text(res.agent)
+        start = self.start(item.run_start_ns)
+        result_row = (
+            trace_id,
+            run_id,
+            agent,
+            scorer,
+            version,
+            _text(res.scorer_kind),
+            _text(res.params_hash),
+            _params_json(res.params_hash, res.params),
+            res.status,
+            _opt_float(res.score),
+            None if res.threshold is None else float(res.threshold),
+            res.passed,
+            _opt_text(res.reason),
+            _opt_text(res.degraded),
+            _json(res.details),
+            _opt_json(res.judge),
+            scored_at,
+        )
+        run_row = [
+            trace_id,
+            run_id,
+            agent,
+            _opt_text(res.conversation_id),
+            start,
+            self.tools(item.tools),
+            scored_at,
+            scored_at,
+        ]
+        return _Prepared(
+            key=(trace_id, run_id, scorer, version),
+            run_key=(trace_id, run_id),
+            result_row=result_row,
+            issue_rows=[_issue_row(self.codec, i) for i in res.issues] if res.issues else [],
+            run_row=run_row,
+        )
 
 
-def _mark_rows(marks: Sequence[ReplayMark]) -> list[dict[str, Any]]:
+def _merge_run(a: list[Any], b: list[Any]) -> list[Any]:
+    """One run row for two results of the run: the earliest first, the latest last scored_at, blanks filled.
+    ``a`` itself when ``b`` changes nothing (the common case: a run's results share all of it); never mutated."""
+    if (
+        b[_R_FIRST] >= a[_R_FIRST]
+        and b[_R_LAST] <= a[_R_LAST]
+        and (a[_R_AGENT] is not None or b[_R_AGENT] is None)
+        and (a[_R_CONVERSATION] is not None or b[_R_CONVERSATION] is None)
+        and (a[_R_START] is not None or b[_R_START] is None)
+        and (a[_R_TOOLS] != "[]" or b[_R_TOOLS] == "[]")
+    ):
+        return a
+    merged = list(a)
+    if b[_R_FIRST] < merged[_R_FIRST]:
+        merged[_R_FIRST] = b[_R_FIRST]
+    if b[_R_LAST] > merged[_R_LAST]:
+        merged[_R_LAST] = b[_R_LAST]
+    for column in (_R_AGENT, _R_CONVERSATION, _R_START):
+        if merged[column] is None:
+            merged[column] = b[column]
+    if merged[_R_TOOLS] == "[]":
+        merged[_R_TOOLS] = b[_R_TOOLS]
+    return merged
+
+
+def _mark_rows(codec: _Codec, marks: Sequence[ReplayMark]) -> list[tuple[Any, ...]]:
     """Rows of the ``replay_marks`` table, one per distinct key, in key order (lock order across writers)."""
-    now = datetime.now(UTC)
-    rows: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+    now = codec.time(datetime.now(UTC))
+    rows: dict[tuple[str, int, str, str], tuple[Any, ...]] = {}
     for m in marks:
         key = (m.topic, m.partition, m.kind, m.ident)
         known = rows.get(key)
-        if known is None or m.last_offset > known["last_offset"]:
-            rows[key] = {
-                "topic": m.topic,
-                "partition": m.partition,
-                "kind": m.kind,
-                "ident": m.ident,
-                "last_offset": m.last_offset,
-                "marked_at": now,
-            }
+        if known is None or m.last_offset > known[4]:
+            rows[key] = (m.topic, m.partition, m.kind, m.ident, m.last_offset, now)
     return [rows[k] for k in sorted(rows)]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Extras:
-    kept: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
+    kept: list[tuple[Any, ...]]
+    tools: list[tuple[Any, ...]]
 
 
-def _kept_rows(kept: Sequence[KeptRun]) -> list[dict[str, Any]]:
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+def _kept_rows(kept: Sequence[KeptRun]) -> list[tuple[Any, ...]]:
+    rows: dict[tuple[str, str], tuple[Any, ...]] = {}
     for k in kept:
-        rows.setdefault(
-            (_text(k.trace_id), _text(k.run_id)),
-            {
-                "trace_id": _text(k.trace_id),
-                "run_id": _text(k.run_id),
-                "agent": _opt_text(k.agent),
-                "user_text": _opt_text(k.user_text),
-                "final_response": _opt_text(k.final_response),
-                "status": k.status,
-                "duration_ms": k.duration_ms if k.duration_ms is None or math.isfinite(k.duration_ms) else None,
-                "calls": k.calls,
-                "run": jsonable(dict(k.run)),
-            },
+        key = (_text(k.trace_id), _text(k.run_id))
+        if key in rows:
+            continue
+        rows[key] = (
+            *key,
+            _opt_text(k.agent),
+            _opt_text(k.user_text),
+            _opt_text(k.final_response),
+            k.status,
+            _opt_float(k.duration_ms),
+            k.calls,
+            _json(dict(k.run)),
         )
     return [rows[key] for key in sorted(rows)]
 
 
-def _tool_rows(tools: Sequence[OfferedTool]) -> list[dict[str, Any]]:
-    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+def _tool_rows(codec: _Codec, tools: Sequence[OfferedTool]) -> list[tuple[Any, ...]]:
+    seen: dict[tuple[str, str, str], list[Any]] = {}
     for t in tools:
         key = (_text(t.agent), _text(t.name), t.definition_hash)
-        known = rows.get(key)
+        known = seen.get(key)
         if known is not None:
-            known["last_seen"] = max(known["last_seen"], t.seen_at)
-            known["first_seen"] = min(known["first_seen"], t.seen_at)
+            known[2] = min(known[2], t.seen_at)
+            known[3] = max(known[3], t.seen_at)
             continue
-        rows[key] = {
-            "agent": key[0],
-            "name": key[1],
-            "definition_hash": t.definition_hash,
-            "description": _opt_text(t.description),
-            "input_schema": jsonable(t.input_schema),
-            "first_seen": t.seen_at,
-            "last_seen": t.seen_at,
-        }
-    return [rows[key] for key in sorted(rows)]
+        seen[key] = [_opt_text(t.description), _opt_json(t.input_schema), t.seen_at, t.seen_at]
+    return [
+        (*key, description, schema, codec.time(first), codec.time(last))
+        for key, (description, schema, first, last) in sorted(seen.items())
+    ]
 
 
-def _job_rows(jobs: Sequence[JudgeJob]) -> list[dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
+def _job_rows(codec: _Codec, jobs: Sequence[JudgeJob]) -> list[tuple[Any, ...]]:
+    rows: dict[str, tuple[Any, ...]] = {}
     for job in jobs:
-        rows.setdefault(
-            job.key,
-            {
-                "key": _text(job.key),
-                "trace_id": job.trace_id,
-                "run_id": job.run_id,
-                "agent": _opt_text(job.agent),
-                "scorer": _text(job.scorer),
-                "scorer_kind": job.scorer_kind,
-                "scorer_version": job.scorer_version,
-                "params": jsonable(dict(job.params)),
-                "run": jsonable(dict(job.run)),
-                "run_start_ns": job.run_start_ns,
-                "flagged": job.flagged,
-                "enqueued_at": job.enqueued_at,
-                "lease_owner": job.lease_owner,
-                "lease_until": job.lease_until,
-                "attempts": 0,
-            },
+        if job.key in rows:
+            continue
+        rows[job.key] = (
+            _text(job.key),
+            job.trace_id,
+            job.run_id,
+            _opt_text(job.agent),
+            _text(job.scorer),
+            job.scorer_kind,
+            job.scorer_version,
+            _json(dict(job.params)),
+            _json(dict(job.run)),
+            job.run_start_ns,
+            job.flagged,
+            codec.time(job.enqueued_at),
+            job.lease_owner,
+            _opt_time(codec, job.lease_until),
+            0,
         )
     return [rows[key] for key in sorted(rows)]
 
@@ -384,38 +776,97 @@ def _job_from_row(row: Any) -> JudgeJob:
     )
 
 
-def _merge_run(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(a)
-    merged["first_scored_at"] = min(a["first_scored_at"], b["first_scored_at"])
-    merged["last_scored_at"] = max(a["last_scored_at"], b["last_scored_at"])
-    for column in ("agent", "conversation_id", "start_time"):
-        if merged[column] is None:
-            merged[column] = b[column]
-    if not merged["tools"]:
-        merged["tools"] = b["tools"]
-    return merged
+# --- statements ---------------------------------------------------------------------------------------------
 
 
-def _b(name: str) -> sa.BindParameter[Any]:
-    return sa.bindparam(f"b_{name}", type_=runs.c[name].type)
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """One table of the write path: its columns (the order of the row tuples), what ``ON CONFLICT`` does
+    (``conflict``: the key; ``update``: the ``SET`` clause of an upsert per dialect, else ``DO NOTHING``) and what
+    PostgreSQL returns of the rows inserted."""
+
+    table: sa.Table
+    columns: tuple[str, ...]
+    conflict: tuple[str, ...] = ()
+    update: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    returning: tuple[str, ...] = ()
+
+    def _tail(self, dialect: str) -> str:
+        if not self.conflict:
+            return ""
+        action = f"DO UPDATE SET {self.update[dialect]}" if self.update else "DO NOTHING"
+        return f" ON CONFLICT ({', '.join(self.conflict)}) {action}"
+
+    @functools.cached_property
+    def sqlite(self) -> str:
+        """``INSERT … VALUES (?, …) [ON CONFLICT …]``, run with ``executemany`` (one statement, stepped per row)."""
+        names = ", ".join(self.columns)
+        marks = ", ".join("?" * len(self.columns))
+        return f"INSERT INTO {self.table.name} ({names}) VALUES ({marks}){self._tail('sqlite')}"
+
+    def postgres(self, dialect: sa.Dialect) -> str:
+        """``INSERT … SELECT … FROM unnest(%(p0)b::t0[], …) [ON CONFLICT …] [RETURNING …]``: one statement whose text
+        is the same for every batch size, one array parameter per column, sent in binary (see _pg_arrays)."""
+        cached = _PG_SQL.get(self.table.name)
+        if cached is None:
+            names = ", ".join(self.columns)  # our own schema's names: plain lower-case identifiers
+            select = ", ".join(f"{c}::json" if _is_json(self.table, c) else c for c in self.columns)
+            sources = ", ".join(
+                f"%(p{i})b::{_pg_array_type(self.table, c, dialect)}[]" for i, c in enumerate(self.columns)
+            )
+            cached = f"INSERT INTO {self.table.name} ({names}) SELECT {select} FROM unnest({sources}) AS t({names})"
+            cached += self._tail("postgresql")
+            if self.returning:
+                cached += " RETURNING " + ", ".join(self.returning)
+            _PG_SQL[self.table.name] = cached
+        return cached
 
 
-_RUN_UPDATE = (
-    sa.update(runs)
-    .where(runs.c.trace_id == _b("trace_id"), runs.c.run_id == _b("run_id"))
-    .values(
-        first_scored_at=sa.case(
-            (_b("first_scored_at") < runs.c.first_scored_at, _b("first_scored_at")), else_=runs.c.first_scored_at
-        ),
-        last_scored_at=sa.case(
-            (_b("last_scored_at") > runs.c.last_scored_at, _b("last_scored_at")), else_=runs.c.last_scored_at
-        ),
-        agent=sa.func.coalesce(runs.c.agent, _b("agent")),
-        conversation_id=sa.func.coalesce(runs.c.conversation_id, _b("conversation_id")),
-        start_time=sa.func.coalesce(runs.c.start_time, _b("start_time")),
-    )
+_PG_SQL: dict[str, str] = {}
+
+
+def _is_json(table: sa.Table, column: str) -> bool:
+    return isinstance(table.c[column].type, sa.JSON)
+
+
+_RUNS: Final = _Table(runs, _RUN_COLUMNS, ("trace_id", "run_id"), returning=("trace_id", "run_id"))
+_RESULTS: Final = _Table(
+    results,
+    _RESULT_COLUMNS,
+    ("trace_id", "run_id", "scorer", "scorer_version"),
+    returning=("id", "trace_id", "run_id", "scorer", "scorer_version"),
 )
-"""Widen a pre-existing run with the new results of a write (bind names: ``b_`` + column)."""
+_ISSUES: Final = _Table(issues, _ISSUE_COLUMNS)
+_MARKS: Final = _Table(replay_marks, _MARK_COLUMNS, ("topic", "partition", "kind", "ident"))
+_KEPT: Final = _Table(run_summaries, _KEPT_COLUMNS, ("trace_id", "run_id"))
+_TOOLS: Final = _Table(
+    tool_definitions,
+    _TOOL_COLUMNS,
+    ("agent", "name", "definition_hash"),
+    update={
+        "sqlite": "last_seen = max(tool_definitions.last_seen, excluded.last_seen)",
+        "postgresql": "last_seen = GREATEST(tool_definitions.last_seen, excluded.last_seen)",
+    },
+)
+_JOBS: Final = _Table(judge_jobs, _JOB_COLUMNS, ("key",))
+
+_RUN_UPDATE_SQLITE: Final = (
+    "UPDATE runs SET first_scored_at = min(first_scored_at, ?), last_scored_at = max(last_scored_at, ?), "
+    "agent = coalesce(agent, ?), conversation_id = coalesce(conversation_id, ?), start_time = coalesce(start_time, ?) "
+    "WHERE trace_id = ? AND run_id = ?"
+)
+_RUN_UPDATE_POSTGRES: Final = (
+    "UPDATE runs SET first_scored_at = LEAST(runs.first_scored_at, u.first_scored_at), "
+    "last_scored_at = GREATEST(runs.last_scored_at, u.last_scored_at), agent = coalesce(runs.agent, u.agent), "
+    "conversation_id = coalesce(runs.conversation_id, u.conversation_id), "
+    "start_time = coalesce(runs.start_time, u.start_time) "
+    "FROM unnest(%(p0)b::timestamptz[], %(p1)b::timestamptz[], %(p2)b::text[], %(p3)b::text[], "
+    "%(p4)b::timestamptz[], %(p5)b::text[], %(p6)b::text[]) "
+    "AS u(first_scored_at, last_scored_at, agent, conversation_id, start_time, trace_id, run_id) "
+    "WHERE runs.trace_id = u.trace_id AND runs.run_id = u.run_id"
+)
+"""Widen pre-existing runs with the new results of a write: the earliest first_scored_at, the latest
+last_scored_at, blanks filled. Parameters: (first, last, agent, conversation_id, start_time, trace_id, run_id)."""
 
 
 # --- the store ----------------------------------------------------------------------------------------------
@@ -460,6 +911,7 @@ class SqlResultStore:
         if self.dialect not in ("sqlite", "postgresql"):
             raise ValueError(f"unsupported database {self.dialect!r}: use sqlite or postgresql")
         self._file = _SqliteFile.watch(self.engine)
+        self._codec = _POSTGRES_CODEC if self.dialect == "postgresql" else _SQLITE_CODEC
         self.purge_batch = purge_batch
         # SQLite has one writer at a time anyway; serialising here keeps the shared in-memory connection safe.
         self._lock: contextlib.AbstractContextManager[Any] = (
@@ -486,9 +938,6 @@ class SqlResultStore:
             )
 
     # --- writes -----------------------------------------------------------------------------------------------
-    def _insert(self) -> Callable[[sa.Table], Any]:
-        return pg_dialect.insert if self.dialect == "postgresql" else sqlite_dialect.insert
-
     def write(self, results: Sequence[StoredResult], marks: Sequence[ReplayMark] = ()) -> list[bool]:
         """See :meth:`monitor.store.base.ResultStore.write`."""
         return self._write(results, marks, (), ())
@@ -511,7 +960,12 @@ class SqlResultStore:
     ) -> list[bool]:
         """:meth:`write` and :meth:`write_judged` in one transaction (the pipeline's store step), with the runs
         ``kept`` to be looked at (only those with a result in this write are kept; a run kept before stays as it
-        was) and the tool definitions its runs offered (``last_seen`` moves forward)."""
+        was) and the tool definitions its runs offered (``last_seen`` moves forward).
+
+        One statement per table per write: on SQLite an ``executemany`` of one ``INSERT``, on PostgreSQL one
+        ``INSERT … SELECT … FROM unnest(…)`` with binary array parameters; values are converted once per row
+        (JSON columns serialized once, by orjson, see :func:`_json`), with no SQLAlchemy processing per row.
+        """
         return self._write(results, marks, jobs, settled, kept, tools)
 
     def _write(
@@ -523,34 +977,77 @@ class SqlResultStore:
         kept: Sequence[KeptRun] = (),
         tools: Sequence[OfferedTool] = (),
     ) -> list[bool]:
-        mark_rows = _mark_rows(marks)
-        job_rows = _job_rows(jobs)
+        codec = self._codec
+        mark_rows = _mark_rows(codec, marks)
+        job_rows = _job_rows(codec, jobs)
         settled_keys = sorted(set(settled))
-        extras = _Extras(_kept_rows(kept), _tool_rows(tools))
+        extras = _Extras(_kept_rows(kept), _tool_rows(codec, tools))
         if not results:
             if mark_rows or job_rows or settled_keys or extras.tools:
                 self._retrying(lambda: self._write_once([], [], mark_rows, job_rows, settled_keys, extras))
             return []
-        prepared = [_prepare(item) for item in results]
+        preparer = _Preparer(codec)
+        prepared = [preparer.prepare(item) for item in results]
         first_of: dict[Key, int] = {}
         for index, item in enumerate(prepared):
             first_of.setdefault(item.key, index)
         unique = sorted((prepared[i] for i in first_of.values()), key=lambda p: p.key)
-        run_rows: dict[tuple[str, str], dict[str, Any]] = {}
+        run_rows: dict[tuple[str, str], list[Any]] = {}
         for item in unique:
             known = run_rows.get(item.run_key)
             run_rows[item.run_key] = item.run_row if known is None else _merge_run(known, item.run_row)
-        ordered_runs = [run_rows[k] for k in sorted(run_rows)]
+        ordered_runs = [tuple(run_rows[k]) for k in sorted(run_rows)]
 
         new_ids = self._retrying(
             lambda: self._write_once(ordered_runs, unique, mark_rows, job_rows, settled_keys, extras)
         )
         return [item.key in new_ids and first_of[item.key] == index for index, item in enumerate(prepared)]
 
+    def _insert(self, conn: sa.Connection, table: _Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Insert ``rows`` (tuples in ``table.columns`` order) with one statement; on PostgreSQL the rows
+        ``RETURNING`` gives (those inserted now), on SQLite nothing (see :meth:`_insert_new`)."""
+        if not rows:
+            return []
+        if self.dialect == "postgresql":
+            result = conn.exec_driver_sql(table.postgres(conn.dialect), _pg_arrays(rows))
+            return [tuple(row) for row in result.fetchall()] if table.returning else []
+        conn.exec_driver_sql(table.sqlite, rows)
+        return []
+
+    def _insert_new(self, conn: sa.Connection, table: _Table, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Insert ``rows``, keys already present left alone; the ``table.returning`` columns of exactly the rows
+        inserted now.
+
+        SQLite cannot return rows from an ``executemany``; but the write holds the database's write lock from its
+        start (``BEGIN IMMEDIATE``, :meth:`_begin`), so the rows inserted now are those whose rowid is above the
+        largest one before (SQLite gives a new row the largest rowid + 1; only a table that once held rowid
+        2**63 - 1 would make it pick another). Measured on 600 fixture traces (5,240 results): 13.2 µs per result
+        row this way against 15.5 µs for multi-row ``INSERT … VALUES (…), … RETURNING`` in chunks of 100.
+        """
+        if not rows:
+            return []
+        if self.dialect == "postgresql":
+            return self._insert(conn, table, rows)
+        name = table.table.name
+        before = conn.exec_driver_sql(f"SELECT max(rowid) FROM {name}").scalar()
+        self._insert(conn, table, rows)
+        query = f"SELECT {', '.join(table.returning)} FROM {name} WHERE rowid > ?"
+        return [tuple(row) for row in conn.exec_driver_sql(query, (before or 0,)).fetchall()]
+
+    def _begin(self, conn: sa.Connection) -> None:
+        """SQLite: take the write lock now (``BEGIN IMMEDIATE``): a concurrent writer waits (busy timeout) instead
+        of failing when this transaction would later turn from reading to writing, and :meth:`_insert_new` may
+        rely on nobody else inserting until it commits. A transaction already open is used as it is."""
+        if self.dialect != "sqlite":
+            return
+        driver = conn.connection.driver_connection
+        if driver is not None and not driver.in_transaction:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
     # --- judge jobs -------------------------------------------------------------------------------------------
-    def _insert_jobs(self, conn: sa.Connection, job_rows: list[dict[str, Any]]) -> None:
+    def _insert_jobs(self, conn: sa.Connection, job_rows: list[tuple[Any, ...]]) -> None:
         """Insert jobs owed, leaving out keys already owed or already judged (a result exists)."""
-        keys = [(r["trace_id"], r["run_id"], r["scorer"], r["scorer_version"]) for r in job_rows]
+        keys = [(r[1], r[2], r[4], r[6]) for r in job_rows]  # trace_id, run_id, scorer, scorer_version
         judged: set[tuple[str, str, str, int]] = set()
         for start in range(0, len(keys), 200):
             chunk = keys[start : start + 200]
@@ -558,9 +1055,7 @@ class SqlResultStore:
                 sa.tuple_(results.c.trace_id, results.c.run_id, results.c.scorer, results.c.scorer_version).in_(chunk)
             )
             judged.update((r.trace_id, r.run_id, r.scorer, r.scorer_version) for r in conn.execute(query))
-        fresh = [row for row, key in zip(job_rows, keys, strict=True) if key not in judged]
-        if fresh:
-            conn.execute(self._insert()(judge_jobs).on_conflict_do_nothing(index_elements=[judge_jobs.c.key]), fresh)
+        self._insert(conn, _JOBS, [row for row, key in zip(job_rows, keys, strict=True) if key not in judged])
 
     def claim_judge_jobs(
         self, owner: str, now: datetime, lease_until: datetime, limit: int, *, own: bool = False
@@ -618,17 +1113,6 @@ class SqlResultStore:
 
         return self._retrying(count)
 
-    def _write_marks(self, mark_rows: list[dict[str, Any]], conn: sa.Connection | None = None) -> None:
-        """Insert replay marks (already present ones are kept as they are)."""
-        if conn is None:
-            with self.engine.begin() as own:
-                self._write_marks(mark_rows, own)
-            return
-        if self.dialect == "postgresql":
-            _pg_unnest_insert(conn, replay_marks, mark_rows, conflict=["topic", "partition", "kind", "ident"])
-        else:
-            conn.execute(self._insert()(replay_marks).on_conflict_do_nothing(), mark_rows)
-
     def load_marks(self, topic: str, partition: int) -> list[ReplayMark]:
         """See :meth:`monitor.store.base.ResultStore.load_marks`."""
         query = sa.select(replay_marks.c.kind, replay_marks.c.ident, replay_marks.c.last_offset).where(
@@ -659,107 +1143,57 @@ class SqlResultStore:
 
     def _write_once(
         self,
-        run_rows: list[dict[str, Any]],
+        run_rows: list[tuple[Any, ...]],
         unique: list[_Prepared],
-        mark_rows: list[dict[str, Any]],
-        job_rows: list[dict[str, Any]],
+        mark_rows: list[tuple[Any, ...]],
+        job_rows: list[tuple[Any, ...]],
         settled: list[str],
-        extras: _Extras | None = None,
+        extras: _Extras,
     ) -> dict[Key, int]:
-        insert = self._insert()
-        run_stmt = (
-            insert(runs)
-            .on_conflict_do_nothing(index_elements=[runs.c.trace_id, runs.c.run_id])
-            .returning(runs.c.trace_id, runs.c.run_id)
-        )
-        result_stmt = (
-            insert(results)
-            .on_conflict_do_nothing(
-                index_elements=[results.c.trace_id, results.c.run_id, results.c.scorer, results.c.scorer_version]
-            )
-            .returning(results.c.id, results.c.trace_id, results.c.run_id, results.c.scorer, results.c.scorer_version)
-        )
-        postgres = self.dialect == "postgresql"
         with self.engine.begin() as conn:
+            self._begin(conn)
             # 0. judge verdicts owed (before results: a verdict in this batch settles its own job below)
             if job_rows:
                 self._insert_jobs(conn, job_rows)
             if not unique:
-                if mark_rows:
-                    self._write_marks(mark_rows, conn)
+                self._insert(conn, _MARKS, mark_rows)
                 if settled:
                     conn.execute(sa.delete(judge_jobs).where(judge_jobs.c.key.in_(settled)))
-                if extras is not None:
-                    self._write_tools(conn, extras.tools)
+                self._insert(conn, _TOOLS, extras.tools)
                 return {}
             # 1. runs not seen before (their results in this batch are all new: results reference runs)
-            if postgres:
-                run_keys = ["trace_id", "run_id"]
-                created = set(_pg_unnest_insert(conn, runs, run_rows, conflict=run_keys, returning=run_keys))
-            else:
-                created = {(row.trace_id, row.run_id) for row in conn.execute(run_stmt, run_rows)}
+            created = {(row[0], row[1]) for row in self._insert_new(conn, _RUNS, run_rows)}
             # 2. results; the rows returned are exactly the ones inserted now
-            result_rows = [p.result_row for p in unique]
-            inserted: Sequence[Any]
-            if postgres:
-                key_cols = ["trace_id", "run_id", "scorer", "scorer_version"]
-                inserted = [
-                    _KeyRow(*row)
-                    for row in _pg_unnest_insert(
-                        conn, results, result_rows, conflict=key_cols, returning=["id", *key_cols]
-                    )
-                ]
-            else:
-                inserted = conn.execute(result_stmt, result_rows).all()
-            new_ids: dict[Key, int] = {
-                (row.trace_id, row.run_id, row.scorer, row.scorer_version): row.id for row in inserted
-            }
+            inserted = self._insert_new(conn, _RESULTS, [p.result_row for p in unique])
+            new_ids: dict[Key, int] = {(t, r, s, v): rid for rid, t, r, s, v in inserted}
             # 3. runs seen before: widen first/last scored_at and fill blanks from their NEW results only
-            updates: dict[tuple[str, str], dict[str, Any]] = {}
+            updates: dict[tuple[str, str], list[Any]] = {}
             for p in unique:
                 if p.key in new_ids and p.run_key not in created:
                     known = updates.get(p.run_key)
                     updates[p.run_key] = p.run_row if known is None else _merge_run(known, p.run_row)
             if updates:
-                conn.execute(_RUN_UPDATE, [{f"b_{k}": v for k, v in updates[key].items()} for key in sorted(updates)])
-            issue_rows = [
-                {"result_id": new_ids[p.key], **row} for p in unique if p.key in new_ids for row in p.issue_rows
-            ]
-            if issue_rows:
-                if postgres:
-                    _pg_unnest_insert(conn, issues, issue_rows)
+                rows = [
+                    (r[_R_FIRST], r[_R_LAST], r[_R_AGENT], r[_R_CONVERSATION], r[_R_START], r[0], r[1])
+                    for r in (updates[key] for key in sorted(updates))
+                ]
+                if self.dialect == "postgresql":
+                    conn.exec_driver_sql(_RUN_UPDATE_POSTGRES, _pg_arrays(rows))
                 else:
-                    conn.execute(sa.insert(issues), issue_rows)
-            if mark_rows:
-                self._write_marks(mark_rows, conn)
+                    conn.exec_driver_sql(_RUN_UPDATE_SQLITE, rows)
+            issue_rows = [
+                (new_ids[p.key], *row) for p in unique if p.issue_rows and p.key in new_ids for row in p.issue_rows
+            ]
+            self._insert(conn, _ISSUES, issue_rows)
+            self._insert(conn, _MARKS, mark_rows)
             # 4. judge jobs settled (their verdict is written above, or they were dropped)
             if settled:
                 conn.execute(sa.delete(judge_jobs).where(judge_jobs.c.key.in_(settled)))
             # 5. the runs kept to be looked at (runs of this write only: the rows exist), the tools they offered
-            if extras is not None:
-                written = {(row["trace_id"], row["run_id"]) for row in run_rows}
-                kept = [row for row in extras.kept if (row["trace_id"], row["run_id"]) in written]
-                if kept:
-                    keys = [run_summaries.c.trace_id, run_summaries.c.run_id]
-                    conn.execute(self._insert()(run_summaries).on_conflict_do_nothing(index_elements=keys), kept)
-                self._write_tools(conn, extras.tools)
+            written = {(row[0], row[1]) for row in run_rows}
+            self._insert(conn, _KEPT, [row for row in extras.kept if (row[0], row[1]) in written])
+            self._insert(conn, _TOOLS, extras.tools)
         return new_ids
-
-    def _write_tools(self, conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
-        """Insert new tool definitions; a known one gets the later ``last_seen``."""
-        if not rows:
-            return
-        insert = self._insert()(tool_definitions)
-        upsert = insert.on_conflict_do_update(
-            index_elements=[tool_definitions.c.agent, tool_definitions.c.name, tool_definitions.c.definition_hash],
-            set_={
-                "last_seen": sa.case(
-                    (insert.excluded.last_seen > tool_definitions.c.last_seen, insert.excluded.last_seen),
-                    else_=tool_definitions.c.last_seen,
-                )
-            },
-        )
-        conn.execute(upsert, rows)
 
     def _retrying(self, action: Callable[[], T]) -> T:
         """Run one transaction, retried on deadlock/serialization failures; connection errors → StoreUnavailable.
@@ -829,15 +1263,6 @@ class SqlResultStore:
         self.close()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _KeyRow:
-    id: int
-    trace_id: str
-    run_id: str
-    scorer: str
-    scorer_version: int
-
-
 _PG_TYPES: dict[tuple[str, str], str] = {}
 
 
@@ -852,45 +1277,19 @@ def _pg_array_type(table: sa.Table, column: str, dialect: sa.Dialect) -> str:
     return cached
 
 
-def _pg_value(table: sa.Table, column: str, value: Any) -> Any:
-    col_type = table.c[column].type
-    if isinstance(col_type, sa.JSON):
-        if value is None and col_type.none_as_null:
-            return None
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    return value
+def _pg_arrays(rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """The parameters of an ``unnest`` statement: one list per column (``p0``, ``p1``, …) of ``rows``.
 
-
-def _pg_unnest_insert(
-    conn: sa.Connection,
-    table: sa.Table,
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    conflict: Sequence[str] | None = None,
-    returning: Sequence[str] | None = None,
-) -> list[tuple[Any, ...]]:
-    """Insert many rows on PostgreSQL as one statement with one array parameter per column.
-
-    ``INSERT … SELECT … FROM unnest(%(c1)s::t1[], …)`` keeps the statement short and identical for every
-    batch size, instead of one placeholder per value (which the driver re-parses for every batch).
-    Semantics are those of the SQLAlchemy ``insert`` path: ``ON CONFLICT (conflict) DO NOTHING`` and
-    ``RETURNING`` the inserted rows only.
+    The statements take them as ``%(pN)b``: psycopg sends each array in binary, its elements packed as they are
+    (text as UTF-8, timestamps and numbers in binary), where the text form quoted and escaped every element
+    with a regular expression. Measured on the results of 600 fixture traces (5,240 rows, client CPU per row):
+    text arrays 43.3 µs, binary arrays 7.1 µs; ``COPY … FROM STDIN (FORMAT BINARY)`` into a temporary table and
+    ``INSERT … SELECT … ON CONFLICT DO NOTHING RETURNING`` 5.4 µs, with the same wall time (the server's insert
+    dominates, ~40 µs per row) and a temporary table created per transaction (catalog churn; a session-wide one
+    breaks behind a transaction-pooling PgBouncer), so ``unnest`` stays. Preparing the statement
+    (``prepare=True``) made no measurable difference: one statement per table per write.
     """
-    if not rows:
-        return []
-    columns = list(rows[0])
-    params = {f"p{i}": [_pg_value(table, c, row[c]) for row in rows] for i, c in enumerate(columns)}
-    select = ", ".join(f"{c}::json" if isinstance(table.c[c].type, sa.JSON) else c for c in columns)
-    sources = ", ".join(f"%(p{i})s::{_pg_array_type(table, c, conn.dialect)}[]" for i, c in enumerate(columns))
-    names = ", ".join(columns)  # our own schema's names: plain lower-case identifiers, no quoting needed
-    sql = f"INSERT INTO {table.name} ({names}) SELECT {select} FROM unnest({sources}) AS t({names})"
-    if conflict is not None:
-        sql += " ON CONFLICT (" + ", ".join(conflict) + ") DO NOTHING"
-    if returning:
-        sql += " RETURNING " + ", ".join(returning)
-        return [tuple(row) for row in conn.exec_driver_sql(sql, params)]
-    conn.exec_driver_sql(sql, params)
-    return []
+    return {f"p{i}": list(column) for i, column in enumerate(zip(*rows, strict=True))}
 
 
 @contextlib.contextmanager
