@@ -30,8 +30,14 @@ The base class supplies:
 * :meth:`Scorer.score` and :meth:`Scorer.score_turns`, which never raise: any exception inside
   a scorer becomes ``status=error, reason=internal`` with the exception type and message in
   ``details`` (the caller logs and counts it);
-* the result builders (:meth:`Scorer.scored`, :meth:`Scorer.not_applicable`, :meth:`Scorer.error`)
+* the result builders (:meth:`Scorer.scored`, :meth:`Scorer.not_applicable`, :meth:`Scorer.error`),
+  each of which builds the final :class:`ScoreResult` in one construction (scorer identity, the
+  run's identity, ``scored_at`` when given: the scoring stage never copies a result to complete it),
   and the §1.4 ``on_missing_arguments`` gate (:meth:`Scorer.arguments_gate`).
+
+Scorers compute their number first and build issues (:func:`~monitor.scoring.explain.explain`)
+only when one must be written: the result failed, or SCORING.md asks for the issue regardless
+(budget warnings, ``tool_eval``'s name issues).
 
 §0 conventions live here too: :func:`json_equal` (Python ``==`` on decoded JSON),
 :func:`canonical_json` (RFC 8785), :func:`hashable` (hash-based set membership with Python
@@ -45,7 +51,6 @@ import dataclasses
 import difflib
 import enum
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeAlias, TypeVar, cast
@@ -59,6 +64,8 @@ from monitor.scoring.result import (
     NOT_APPLICABLE_REASONS,
     Issue,
     ScoreResult,
+    Status,
+    frozen_init,
 )
 from monitor.trajectory.model import ABSENT, Malformed, Run, ToolCall
 from monitor.trajectory.view import CallsSource, Scope, view
@@ -198,6 +205,7 @@ TurnMode: TypeAlias = Literal["mean", "concatenate"]
 conversation as one list of calls (Ragas, agentevals)."""
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """A scored evaluation, before it is wrapped into a :class:`ScoreResult`.
@@ -214,6 +222,7 @@ class Outcome:
     threshold: float | None = None
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class NotScored:
     """A ``not_applicable`` or ``error`` evaluation with its §1.4 reason code."""
@@ -328,6 +337,9 @@ class Scorer(abc.ABC, Generic[P]):
         self.params_json: dict[str, Any] = self.params.model_dump(mode="json")
         self.params_hash: str = params_hash(self.params_json)
         self.id: str = id if id is not None else self.default_id()
+        # the view of :meth:`calls`, read once (parameters are frozen)
+        self._calls_source: CallsSource = getattr(self.params, "calls_source", "auto")
+        self._scope: Scope = getattr(self.params, "scope", "flatten")
 
     # ----------------------------------------------------------------- configuration
 
@@ -380,14 +392,10 @@ class Scorer(abc.ABC, Generic[P]):
 
     def calls(self, run: Run) -> tuple[ToolCall, ...]:
         """The run's calls through the configured view (``calls_source``/``scope`` params when present)."""
-        source: CallsSource = getattr(self.params, "calls_source", "auto")
-        scope: Scope = getattr(self.params, "scope", "flatten")
-        return view(run, source, scope)
+        return view(run, self._calls_source, self._scope)
 
     def conversation_calls(self, runs: Sequence[Run]) -> tuple[ToolCall, ...]:
-        source: CallsSource = getattr(self.params, "calls_source", "auto")
-        scope: Scope = getattr(self.params, "scope", "flatten")
-        return conversation_calls(runs, source, scope)
+        return conversation_calls(runs, self._calls_source, self._scope)
 
     def arguments_gate(self, calls: Sequence[ToolCall]) -> NotScored | str | None:
         """§1.4 for the calls whose arguments the scorer must compare.
@@ -406,13 +414,17 @@ class Scorer(abc.ABC, Generic[P]):
 
     # ----------------------------------------------------------------- the safe entry points
 
-    def score(self, run: Run, reference: Expectation | None) -> ScoreResult:
-        """Score one run. Never raises: an exception becomes ``error/internal``."""
+    def score(self, run: Run, reference: Expectation | None, *, scored_at: str | None = None) -> ScoreResult:
+        """Score one run. Never raises: an exception becomes ``error/internal``.
+
+        The result is built once, with its final fields: the run's identity (``trace_id``,
+        ``run_id``, ``agent``, ``conversation_id``) and ``scored_at`` as given (the scoring stage
+        passes its clock reading; None leaves it unset).
+        """
         try:
-            evaluation = self.evaluate(run, reference)
-            return self._wrap(run, evaluation)
+            return self._wrap(run, self.evaluate(run, reference), scored_at)
         except Exception as exc:
-            return self._internal_error(run, exc)
+            return self._internal_error(run, exc, scored_at)
 
     def score_turns(self, turns: Sequence[tuple[Run, Expectation | None]]) -> ScoreResult:
         """Score a multi-turn case (§1.5). Never raises.
@@ -484,48 +496,103 @@ class Scorer(abc.ABC, Generic[P]):
 
     def mean_over_turns(self, evaluations: Sequence[Evaluation]) -> Evaluation:
         """Combine per-turn (or per run × turn) evaluations by the ``mean`` rule of :meth:`score_turns`."""
-        for ev in evaluations:
-            if isinstance(ev, NotScored) and ev.status == "error":
-                return ev
-        scored = [(i, ev) for i, ev in enumerate(evaluations) if isinstance(ev, Outcome)]
-        if not scored:
-            first = evaluations[0]
-            assert isinstance(first, NotScored)
-            return first
         total = 0.0
-        for _, ev in scored:
-            total += ev.score
-        mean = total / len(scored)
-        issues = tuple(
-            dataclasses.replace(issue, turn=i) if issue.turn is None else issue
-            for i, ev in scored
-            for issue in ev.issues
-        )
-        degraded = next((ev.degraded for _, ev in scored if ev.degraded), None)
+        count = 0
+        issues: list[Issue] = []
+        degraded: str | None = None
+        turn_scores: list[float | None] = []
+        turn_details: list[dict[str, Any]] = []
+        for i, ev in enumerate(evaluations):
+            if isinstance(ev, Outcome):
+                total += ev.score
+                count += 1
+                for issue in ev.issues:
+                    issues.append(_with_turn(issue, i) if issue.turn is None else issue)
+                if degraded is None and ev.degraded:
+                    degraded = ev.degraded
+                turn_scores.append(ev.score)
+            elif ev.status == "error":
+                return ev
+            else:
+                turn_scores.append(None)
+            turn_details.append(dict(ev.details))
+        if not count:
+            return evaluations[0]  # every turn not applicable: the first one's reason
         return Outcome(
-            score=mean,
-            issues=issues,
-            degraded=degraded,
-            details={
-                "turn_scores": [ev.score if isinstance(ev, Outcome) else None for ev in evaluations],
-                "turn_details": [dict(ev.details) for ev in evaluations],
-            },
+            total / count,
+            None,
+            tuple(issues),
+            {"turn_scores": turn_scores, "turn_details": turn_details},
+            degraded,
         )
 
     # ----------------------------------------------------------------- result builders
+    # Each builder makes the final ScoreResult in one construction (no dataclasses.replace after):
+    # scorer identity from the instance, run identity from ``run``, ``scored_at`` as given.
 
-    def _base(self, run: Run | None) -> dict[str, Any]:
-        return {
-            "scorer": self.id,
-            "scorer_kind": self.kind,
-            "scorer_version": self.version,
-            "params": self.params_json,
-            "params_hash": self.params_hash,
-            "trace_id": run.trace_id if run is not None else None,
-            "run_id": run.run_id if run is not None else None,
-            "agent": run.agent if run is not None else None,
-            "conversation_id": run.conversation_id if run is not None else None,
-        }
+    def _result(
+        self,
+        run: Run | None,
+        status: Status,
+        score: float | None,
+        threshold: float | None,
+        passed: bool | None,
+        reason: str | None,
+        degraded: str | None,
+        issues: tuple[Issue, ...],
+        details: dict[str, Any],
+        scored_at: str | None,
+    ) -> ScoreResult:
+        # positional, in ScoreResult's field order (tests/scoring/test_base.py checks it field by field)
+        if run is None:
+            return ScoreResult(
+                self.id,
+                self.kind,
+                self.version,
+                status,
+                score,
+                threshold,
+                passed,
+                reason,
+                degraded,
+                issues,
+                details,
+                self.params_json,
+                self.params_hash,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                scored_at,
+            )
+        return ScoreResult(
+            self.id,
+            self.kind,
+            self.version,
+            status,
+            score,
+            threshold,
+            passed,
+            reason,
+            degraded,
+            issues,
+            details,
+            self.params_json,
+            self.params_hash,
+            None,
+            run.trace_id,
+            run.run_id,
+            run.agent,
+            run.conversation_id,
+            None,
+            None,
+            None,
+            scored_at,
+        )
 
     def scored(
         self,
@@ -537,67 +604,122 @@ class Scorer(abc.ABC, Generic[P]):
         issues: Sequence[Issue] = (),
         details: Mapping[str, Any] | None = None,
         degraded: str | None = None,
+        scored_at: str | None = None,
     ) -> ScoreResult:
         """A ``scored`` result; ``passed`` defaults to ``score >= threshold``.
 
         Raises ``ValueError`` for a score outside [0, 1] or NaN (reported as ``error/internal``).
         """
-        if not isinstance(score, int | float) or math.isnan(score) or not 0.0 <= score <= 1.0:
+        if not isinstance(score, _NUMBER) or not 0.0 <= score <= 1.0:  # NaN fails the range test
             raise ValueError(f"scorer {self.kind!r} produced score {score!r} outside [0, 1]")
         thr = self.threshold if threshold is None else threshold
-        return ScoreResult(
-            **self._base(run),
-            status="scored",
-            score=float(score),
-            threshold=thr,
-            passed=passes(score, thr) if passed is None else passed,
-            issues=tuple(issues),
-            details=dict(details or {}),
-            degraded=degraded,
-        )
-
-    def not_applicable(self, run: Run | None, reason: str, details: Mapping[str, Any] | None = None) -> ScoreResult:
-        """A ``not_applicable`` result with a §1.4 reason code."""
-        ns = NotScored("not_applicable", reason, dict(details or {}))
-        return ScoreResult(
-            **self._base(run),
-            status="not_applicable",
-            reason=ns.reason,
-            details=dict(ns.details),
-            threshold=self.threshold,
-        )
-
-    def error(self, run: Run | None, reason: str, details: Mapping[str, Any] | None = None) -> ScoreResult:
-        """An ``error`` result with a §1.4 / §4.0 reason code."""
-        ns = NotScored("error", reason, dict(details or {}))
-        return ScoreResult(
-            **self._base(run),
-            status="error",
-            reason=ns.reason,
-            details=dict(ns.details),
-            threshold=self.threshold,
-        )
-
-    def _wrap(self, run: Run, evaluation: Evaluation) -> ScoreResult:
-        if isinstance(evaluation, NotScored):
-            if evaluation.status == "error":
-                return self.error(run, evaluation.reason, evaluation.details)
-            return self.not_applicable(run, evaluation.reason, evaluation.details)
-        return self.scored(
+        if passed is None:
+            passed = None if thr is None else score >= thr
+        return self._result(
             run,
-            evaluation.score,
-            passed=evaluation.passed,
-            threshold=evaluation.threshold,
-            issues=evaluation.issues,
-            details=evaluation.details,
-            degraded=evaluation.degraded,
+            "scored",
+            float(score),
+            thr,
+            passed,
+            None,
+            degraded,
+            tuple(issues),
+            dict(details) if details else {},
+            scored_at,
         )
 
-    def _internal_error(self, run: Run | None, exc: BaseException) -> ScoreResult:
-        return self.error(run, "internal", {"exception": type(exc).__name__, "message": str(exc)[:500]})
+    def not_applicable(
+        self, run: Run | None, reason: str, details: Mapping[str, Any] | None = None, *, scored_at: str | None = None
+    ) -> ScoreResult:
+        """A ``not_applicable`` result with a §1.4 reason code (``ValueError`` for another code)."""
+        if reason not in NOT_APPLICABLE_REASONS:
+            raise ValueError(f"not_applicable reason {reason!r} is not one of {sorted(NOT_APPLICABLE_REASONS)}")
+        return self._result(
+            run,
+            "not_applicable",
+            None,
+            self.threshold,
+            None,
+            reason,
+            None,
+            (),
+            dict(details) if details else {},
+            scored_at,
+        )
+
+    def error(
+        self, run: Run | None, reason: str, details: Mapping[str, Any] | None = None, *, scored_at: str | None = None
+    ) -> ScoreResult:
+        """An ``error`` result with a §1.4 / §4.0 reason code (``ValueError`` for another code)."""
+        if reason not in ERROR_REASONS:
+            raise ValueError(f"error reason {reason!r} is not one of {sorted(ERROR_REASONS)}")
+        return self._result(
+            run,
+            "error",
+            None,
+            self.threshold,
+            None,
+            reason,
+            None,
+            (),
+            dict(details) if details else {},
+            scored_at,
+        )
+
+    def _wrap(self, run: Run, evaluation: Evaluation, scored_at: str | None = None) -> ScoreResult:
+        """The final result of an evaluation (see :meth:`scored`, :meth:`not_applicable`, :meth:`error`)."""
+        if isinstance(evaluation, NotScored):
+            # NotScored validated its reason on construction
+            return self._result(
+                run,
+                evaluation.status,
+                None,
+                self.threshold,
+                None,
+                evaluation.reason,
+                None,
+                (),
+                dict(evaluation.details),
+                scored_at,
+            )
+        # an Outcome: what scored() does, without its keyword layer (the hot path of every scored run)
+        score = evaluation.score
+        if not isinstance(score, _NUMBER) or not 0.0 <= score <= 1.0:  # NaN fails the range test
+            raise ValueError(f"scorer {self.kind!r} produced score {score!r} outside [0, 1]")
+        thr = self.threshold if evaluation.threshold is None else evaluation.threshold
+        passed = evaluation.passed
+        if passed is None:
+            passed = None if thr is None else score >= thr
+        details = evaluation.details
+        return self._result(
+            run,
+            "scored",
+            float(score),
+            thr,
+            passed,
+            None,
+            evaluation.degraded,
+            tuple(evaluation.issues),
+            dict(details) if details else {},
+            scored_at,
+        )
+
+    def _internal_error(self, run: Run | None, exc: BaseException, scored_at: str | None = None) -> ScoreResult:
+        return self.error(
+            run, "internal", {"exception": type(exc).__name__, "message": str(exc)[:500]}, scored_at=scored_at
+        )
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+_NUMBER = (int, float)
+
+
+def _with_turn(issue: Issue, turn: int) -> Issue:
+    """``issue`` with its ``turn`` set (one construction; ``dataclasses.replace`` would introspect)."""
+    i = issue
+    return Issue(i.kind, i.severity, i.tool, i.parameter, i.call_index, i.call_id, i.expected, i.actual, i.detail, turn)
 
 
 def expected_args(call: ExpectedCall, *, absent_as: Any = ABSENT) -> Any:

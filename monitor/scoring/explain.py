@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress, filterfalse
+from operator import not_
 from typing import Any
 
 from monitor.scoring.expectation import ExpectedCall
-from monitor.scoring.result import FailureKind, Issue, Severity, call_issue
+from monitor.scoring.result import FailureKind, Issue, Severity, call_issue, frozen_init
 from monitor.trajectory.model import ABSENT, Malformed, ToolCall
 
 __all__ = ["ArgsMatcher", "Explanation", "explain", "hopcroft_karp", "json_safe", "pointer", "wrong_order_issue"]
@@ -102,6 +104,7 @@ def hopcroft_karp(
     return {u: v for u, v in enumerate(match_l) if v is not None}
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Explanation:
     """The issues of :func:`explain` and the maximum matching behind them (expected → actual index)."""
@@ -110,15 +113,15 @@ class Explanation:
     matching: dict[int, int]
 
 
-def _matches(actual: ToolCall, expected: ExpectedCall, args_matcher: ArgsMatcher | None) -> bool:
-    if actual.name != expected.name:
-        return False
-    if args_matcher is None or expected.args is ABSENT:
-        return True
-    return args_matcher(actual, expected)
+_ERROR = Severity.ERROR
+_NO_CANDIDATES: list[int] = []  # shared, never mutated
+_MISSING_PARAMETER = FailureKind.MISSING_PARAMETER
+_WRONG_VALUE = FailureKind.WRONG_VALUE
+_UNKNOWN_PARAMETER = FailureKind.UNKNOWN_PARAMETER
 
 
 def _diff(call: ToolCall, expected: ExpectedCall, exact: bool) -> list[Issue]:
+    """§2.0 step 2: the per-parameter issues of a same-name pair whose arguments did not match."""
     exp_args = expected.args
     act_args = call.args
     if exp_args is ABSENT or act_args is ABSENT:
@@ -126,27 +129,40 @@ def _diff(call: ToolCall, expected: ExpectedCall, exact: bool) -> list[Issue]:
     if not isinstance(exp_args, dict) or not isinstance(act_args, dict):
         if exp_args == act_args:
             return []
-        kind = FailureKind.MALFORMED_ARGUMENTS if isinstance(act_args, Malformed) else FailureKind.WRONG_VALUE
+        kind = FailureKind.MALFORMED_ARGUMENTS if isinstance(act_args, Malformed) else _WRONG_VALUE
         return [call_issue(kind, call, expected=json_safe(exp_args), actual=json_safe(act_args))]
     issues: list[Issue] = []
+    name, index, call_id = call.name, call.index, call.call_id
     for key, value in exp_args.items():
         if key not in act_args:
-            issues.append(call_issue(FailureKind.MISSING_PARAMETER, call, parameter=pointer(key), expected=value))
+            issues.append(
+                Issue(_MISSING_PARAMETER, _ERROR, name, pointer(key), index, call_id, value, None, None, None)
+            )
         elif act_args[key] != value:
             issues.append(
-                call_issue(FailureKind.WRONG_VALUE, call, parameter=pointer(key), expected=value, actual=act_args[key])
+                Issue(_WRONG_VALUE, _ERROR, name, pointer(key), index, call_id, value, act_args[key], None, None)
             )
     if exact:
         for key, value in act_args.items():
             if key not in exp_args:
-                issues.append(call_issue(FailureKind.UNKNOWN_PARAMETER, call, parameter=pointer(key), actual=value))
+                issues.append(
+                    Issue(_UNKNOWN_PARAMETER, _ERROR, name, pointer(key), index, call_id, None, value, None, None)
+                )
     if not issues:
         # The scorer's matcher rejected arguments the plain per-key diff cannot tell apart
         # (e.g. a key-path override); report the pair as one wrong_value.
-        issues.append(
-            call_issue(FailureKind.WRONG_VALUE, call, expected=json_safe(exp_args), actual=json_safe(act_args))
-        )
+        issues.append(call_issue(_WRONG_VALUE, call, expected=json_safe(exp_args), actual=json_safe(act_args)))
     return issues
+
+
+def _missing_tool(expected: ExpectedCall) -> Issue:
+    return Issue(FailureKind.MISSING_TOOL, _ERROR, expected.name, None, None, None, _expected_json(expected))
+
+
+def _unnecessary_tool(call: ToolCall) -> Issue:
+    return Issue(
+        FailureKind.UNNECESSARY_TOOL, _ERROR, call.name, None, call.index, call.call_id, None, json_safe(call.args)
+    )
 
 
 def explain(
@@ -163,59 +179,104 @@ def explain(
     ``args`` is ABSENT (unspecified) matches any same-name call. ``exact_args`` enables
     ``unknown_parameter`` in the per-parameter diff. ``order_failed``: the scorer failed on order
     although the calls may all match → a ``wrong_order`` issue when nothing else explains it.
+
+    Scorers call it only when an issue must be written (their score failed, or SCORING.md asks for
+    the issue regardless). Cost: ``args_matcher`` is asked only for same-name pairs, and
+    Hopcroft–Karp runs only when the greedy matching may be improved (a free expected call and a
+    free actual call both have candidates; otherwise no augmenting path exists and the greedy
+    matching is maximum, which is what Hopcroft–Karp would return).
     """
     n_exp, n_act = len(expected), len(actual)
-    adjacency = [[j for j in range(n_act) if _matches(actual[j], e, args_matcher)] for e in expected]
-    greedy: dict[int, int] = {}
-    used: set[int] = set()
+    if not n_act and n_exp:  # nothing called: every expected call is missing
+        return Explanation(tuple(map(_missing_tool, expected)), {})
+    if not n_exp and n_act:  # nothing expected: every call is unnecessary
+        return Explanation(tuple(map(_unnecessary_tool, actual)), {})
+    by_name: dict[str, list[int]] = {}
+    for j, call in enumerate(actual):
+        same = by_name.get(call.name)
+        if same is None:
+            by_name[call.name] = [j]
+        else:
+            same.append(j)
+    adjacency: list[list[int]] = []
+    for e in expected:
+        same = by_name.get(e.name)
+        if same is None:
+            adjacency.append(_NO_CANDIDATES)
+        elif args_matcher is None or e.args is ABSENT:
+            adjacency.append(same)
+        elif len(same) == 1:
+            adjacency.append(same if args_matcher(actual[same[0]], e) else _NO_CANDIDATES)
+        else:
+            adjacency.append([j for j in same if args_matcher(actual[j], e)])
+    # greedy in-order matching: each expected call takes the first unused candidate
+    matching: dict[int, int] = {}
+    used = [False] * n_act
     for i, cands in enumerate(adjacency):
         for j in cands:
-            if j not in used:
-                greedy[i] = j
-                used.add(j)
+            if not used[j]:
+                matching[i] = j
+                used[j] = True
                 break
-    matching = hopcroft_karp(adjacency, n_act, greedy)
+    if len(matching) < n_exp and len(matching) < n_act and _may_augment(adjacency, matching, used):
+        matching = hopcroft_karp(adjacency, n_act, matching)
+        used = [False] * n_act
+        for j in matching.values():
+            used[j] = True
+
+    if len(matching) == n_exp and len(matching) == n_act:
+        return Explanation((_wrong_order(actual, expected, matching),) if order_failed else (), matching)
+    free_exp = list(filterfalse(matching.__contains__, range(n_exp)))
+    free_act = list(compress(range(n_act), map(not_, used)))
 
     issues: list[Issue] = []
-    free_exp = [i for i in range(n_exp) if i not in matching]
-    matched_act = set(matching.values())
-    free_act = [j for j in range(n_act) if j not in matched_act]
-
     # 2. same-name pairs, in order
-    for i in list(free_exp):
-        for j in free_act:
-            if actual[j].name == expected[i].name:
-                issues.extend(_diff(actual[j], expected[i], exact_args))
-                free_exp.remove(i)
-                free_act.remove(j)
-                break
+    if free_exp and free_act:
+        for i in free_exp[:]:
+            name = expected[i].name
+            for j in free_act:
+                if actual[j].name == name:
+                    issues += _diff(actual[j], expected[i], exact_args)
+                    free_exp.remove(i)
+                    free_act.remove(j)
+                    break
 
     # 3. positional confusion pairs
-    for i, j in zip(list(free_exp), list(free_act), strict=False):
-        call = actual[j]
+    k = min(len(free_exp), len(free_act))
+    for n in range(k):
+        e, call = expected[free_exp[n]], actual[free_act[n]]
         issues.append(
-            call_issue(
+            Issue(
                 FailureKind.WRONG_TOOL,
-                call,
-                expected=_expected_json(expected[i]),
-                actual=json_safe(call.args),
-                detail={"expected_tool": expected[i].name},
+                _ERROR,
+                call.name,
+                None,
+                call.index,
+                call.call_id,
+                _expected_json(e),
+                json_safe(call.args),
+                {"expected_tool": e.name},
             )
         )
-    k = min(len(free_exp), len(free_act))
-    free_exp, free_act = free_exp[k:], free_act[k:]
 
     # 4. leftovers
-    for i in free_exp:
-        issues.append(Issue(FailureKind.MISSING_TOOL, tool=expected[i].name, expected=_expected_json(expected[i])))
-    for j in free_act:
-        call = actual[j]
-        issues.append(call_issue(FailureKind.UNNECESSARY_TOOL, call, actual=json_safe(call.args)))
+    for i in free_exp[k:]:
+        issues.append(_missing_tool(expected[i]))
+    for j in free_act[k:]:
+        issues.append(_unnecessary_tool(actual[j]))
 
     # 5. order
     if order_failed and not issues:
         issues.append(_wrong_order(actual, expected, matching))
     return Explanation(tuple(issues), matching)
+
+
+def _may_augment(adjacency: Sequence[Sequence[int]], matching: dict[int, int], used: Sequence[bool]) -> bool:
+    """Whether an augmenting path may exist: it would start at a free left vertex with a candidate
+    and end at a free right vertex that is some left vertex's candidate."""
+    if not any(cands for i, cands in enumerate(adjacency) if i not in matching):
+        return False
+    return any(not used[j] for cands in adjacency for j in cands)
 
 
 def wrong_order_issue(actual: Sequence[ToolCall], expected: Sequence[ExpectedCall]) -> Issue:

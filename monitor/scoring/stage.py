@@ -37,7 +37,10 @@
    version) because runs whose judges were accepted before the rejection are submitted again).
 6. **Identity.** Every result carries the run's ``trace_id``, ``run_id``, ``agent``,
    ``conversation_id`` and ``scored_at`` (ISO 8601 of the injected clock, read once per call; a
-   naive datetime is taken as UTC).
+   naive datetime is taken as UTC). Results are built once with these fields
+   (``Scorer.score(run, reference, scored_at=…)``, :func:`placeholder` with ``run`` and
+   ``scored_at``); only a result that arrives without them (a scorer subclass with its own
+   ``score``, the judge submitter) is completed by :func:`stamp`.
 7. **Errors.** An exception in a scorer (or in building one, or in the rule set's matching) becomes
    ``status=error, reason=internal`` with the exception type and message in ``details``, and is
    logged with the trace and run ids. A scorer that cannot be built is logged once and reported
@@ -183,6 +186,8 @@ def _default_registry() -> dict[str, type[Scorer[Any]]]:
 
 
 def _params_key(params: Mapping[str, Any]) -> str:
+    if not params:  # most rule scorers: no parameters of their own
+        return "{}"
     return json.dumps(params, sort_keys=True, separators=(",", ":"), default=repr)
 
 
@@ -267,18 +272,18 @@ class ScoringStage:
         results: list[ScoreResult] = []
         pending: list[tuple[Run, list[_Entry], bool, Expectation]] = []
         for r in runs:
-            code, judges, flagged, expectation = self._score_one(r)
-            results.extend(stamp(r, res, scored_at) for res in code)
+            code, judges, flagged, expectation = self._score_one(r, scored_at)
+            results.extend(code)
             if judges:
                 pending.append((r, judges, flagged, expectation))
         for r, judges, flagged, expectation in pending:
-            decided = self._judge(r, judges, flagged, expectation)
-            results.extend(stamp(r, res, scored_at) for res in decided)
+            decided = self._judge(r, judges, flagged, expectation, scored_at)
+            results.extend(res if _stamped(r, res, scored_at) else stamp(r, res, scored_at) for res in decided)
         return results
 
     # ----------------------------------------------------------------- one run
 
-    def _score_one(self, run: Run) -> tuple[list[ScoreResult], list[_Entry], bool, Expectation]:
+    def _score_one(self, run: Run, scored_at: str) -> tuple[list[ScoreResult], list[_Entry], bool, Expectation]:
         expectation, specs = self._plan(run)
         code: list[_Entry] = []
         judges: list[_Entry] = []
@@ -287,14 +292,14 @@ class ScoringStage:
         deferred: list[_Entry] = []
         for entry in code:
             if self._enabled(entry.spec, run, False):
-                entry.result = self._run_scorer(entry.spec, run, expectation)
+                entry.result = self._run_scorer(entry.spec, run, expectation, scored_at)
             else:
                 deferred.append(entry)
         flagged = any(e.result is not None and self._flags(e.result) for e in code)
         if flagged:
             for entry in deferred:
                 if self._enabled(entry.spec, run, True):
-                    entry.result = self._run_scorer(entry.spec, run, expectation)
+                    entry.result = self._run_scorer(entry.spec, run, expectation, scored_at)
         flagged = any(e.result is not None and self._flags(e.result) for e in code)
         admitted = [e for e in judges if self._enabled(e.spec, run, flagged)]
         return [e.result for e in code if e.result is not None], admitted, flagged, expectation
@@ -367,19 +372,25 @@ class ScoringStage:
             self._instances[key] = found
         return found
 
-    def _run_scorer(self, spec: ScorerSpec, run: Run, expectation: Expectation) -> ScoreResult:
+    def _run_scorer(self, spec: ScorerSpec, run: Run, expectation: Expectation, scored_at: str) -> ScoreResult:
+        """The scorer's result on ``run``, built once with its final identity and ``scored_at``."""
         scorer = self._instance(spec)
         if isinstance(scorer, _Failed):
             details = {"exception": scorer.exception, "message": scorer.message}
-            return self._placeholder(spec, run, "error", "internal", details)
+            return self._placeholder(spec, run, "error", "internal", details, scored_at)
         reference: Expectation | None = expectation
         if Need.REFERENCE in scorer.needs and not has_reference(expectation):
             reference = None
         try:
-            result = scorer.score(run, reference)
+            if type(scorer).score is Scorer.score:
+                result = scorer.score(run, reference, scored_at=scored_at)
+            else:  # a subclass with its own entry point (the signature without scored_at)
+                result = scorer.score(run, reference)
+            if not _stamped(run, result, scored_at):
+                result = stamp(run, result, scored_at)
         except Exception as exc:  # Scorer.score never raises; a misbehaving subclass might
             result = self._placeholder(
-                spec, run, "error", "internal", {"exception": type(exc).__name__, "message": str(exc)[:500]}
+                spec, run, "error", "internal", {"exception": type(exc).__name__, "message": str(exc)[:500]}, scored_at
             )
         if result.status == "error" and result.reason == "internal":
             log.warning(
@@ -399,13 +410,15 @@ class ScoringStage:
         :meth:`score` does after the code checks, for judges a worker process recorded
         (:mod:`monitor.steps.workers`). Raises only :class:`Backpressure`."""
         scored_at = self._now()
-        decided = self._judge(run, [_Entry(s) for s in specs], flagged, expectation)
-        return [stamp(run, res, scored_at) for res in decided]
+        decided = self._judge(run, [_Entry(s) for s in specs], flagged, expectation, scored_at)
+        return [res if _stamped(run, res, scored_at) else stamp(run, res, scored_at) for res in decided]
 
-    def _judge(self, run: Run, entries: list[_Entry], flagged: bool, expectation: Expectation) -> list[ScoreResult]:
+    def _judge(
+        self, run: Run, entries: list[_Entry], flagged: bool, expectation: Expectation, scored_at: str
+    ) -> list[ScoreResult]:
         specs = [e.spec for e in entries]
         if self.submitter is None:
-            return [self._placeholder(s, run, "not_applicable", "judges_disabled") for s in specs]
+            return [self._placeholder(s, run, "not_applicable", "judges_disabled", None, scored_at) for s in specs]
         try:
             return list(self.submitter.submit(run, specs, flagged=flagged, expectation=expectation))
         except Backpressure:
@@ -413,13 +426,20 @@ class ScoringStage:
         except Exception as exc:
             log.exception("judge submission failed for trace %s run %s", run.trace_id, run.run_id)
             details = {"exception": type(exc).__name__, "message": str(exc)[:500]}
-            return [self._placeholder(s, run, "error", "internal", details) for s in specs]
+            return [self._placeholder(s, run, "error", "internal", details, scored_at) for s in specs]
 
     def _placeholder(
-        self, spec: ScorerSpec, run: Run, status: str, reason: str, details: Mapping[str, Any] | None = None
+        self,
+        spec: ScorerSpec,
+        run: Run,
+        status: str,
+        reason: str,
+        details: Mapping[str, Any] | None,
+        scored_at: str,
     ) -> ScoreResult:
         cls = self.registry.get(spec.kind)
-        return placeholder(spec, cls.version if cls is not None else 0, status, reason, details)
+        version = cls.version if cls is not None else 0
+        return placeholder(spec, version, status, reason, details, run=run, scored_at=scored_at)
 
     # ----------------------------------------------------------------- identity
 
@@ -431,8 +451,23 @@ class ScoringStage:
             return _iso(datetime.now(UTC))
 
 
+def _stamped(run: Run, result: ScoreResult, scored_at: str) -> bool:
+    """Whether ``result`` already carries ``run``'s identity and ``scored_at`` (then :func:`stamp` is a no-op)."""
+    return (
+        result.scored_at == scored_at
+        and result.trace_id == run.trace_id
+        and result.run_id == run.run_id
+        and result.agent == run.agent
+        and result.conversation_id == run.conversation_id
+    )
+
+
 def stamp(run: Run, result: ScoreResult, scored_at: str) -> ScoreResult:
-    """``result`` with the identity of the run it judged: trace and run id, agent, conversation, ``scored_at``."""
+    """``result`` with the identity of the run it judged: trace and run id, agent, conversation, ``scored_at``.
+
+    A copy (``dataclasses.replace``): for results built elsewhere (the judge pool's verdicts). The stage builds
+    its own results with these fields at once.
+    """
     return dataclasses.replace(
         result,
         trace_id=run.trace_id,
@@ -444,10 +479,18 @@ def stamp(run: Run, result: ScoreResult, scored_at: str) -> ScoreResult:
 
 
 def placeholder(
-    spec: ScorerSpec, version: int, status: str, reason: str, details: Mapping[str, Any] | None = None
+    spec: ScorerSpec,
+    version: int,
+    status: str,
+    reason: str,
+    details: Mapping[str, Any] | None = None,
+    *,
+    run: Run | None = None,
+    scored_at: str | None = None,
 ) -> ScoreResult:
     """A result written for a scorer rather than by it (judges disabled, a scorer that cannot be built or
-    crashed): ``error`` or ``not_applicable`` with ``reason`` and ``details``."""
+    crashed): ``error`` or ``not_applicable`` with ``reason`` and ``details``; with ``run`` it carries the run's
+    identity (trace and run id, agent, conversation), and ``scored_at`` as given."""
     params = dict(spec.params)
     try:
         phash = params_hash(params)
@@ -462,4 +505,9 @@ def placeholder(
         details=dict(details or {}),
         params=params,
         params_hash=phash,
+        trace_id=run.trace_id if run is not None else None,
+        run_id=run.run_id if run is not None else None,
+        agent=run.agent if run is not None else None,
+        conversation_id=run.conversation_id if run is not None else None,
+        scored_at=scored_at,
     )

@@ -308,7 +308,7 @@ class ExplodingToolErrorCheck(ToolErrorCheck):
 class RudeToolErrorCheck(ToolErrorCheck):
     """A scorer whose safe entry point itself raises (a misbehaving subclass)."""
 
-    def score(self, run: Run, reference: Expectation | None) -> ScoreResult:
+    def score(self, run: Run, reference: Expectation | None) -> ScoreResult:  # type: ignore[override]
         raise KeyError("rude")
 
 

@@ -73,6 +73,25 @@ def call_key(call: ToolCall) -> CallKey:
         return (call.name, json.dumps(args, sort_keys=True, separators=(",", ":"), default=repr))
 
 
+_UNIQUE = "\x00unique name"
+"""Key text of a call whose name no other call of the view has (its key can equal no other key)."""
+
+
+def _keys(calls: Sequence[ToolCall]) -> list[CallKey]:
+    """The calls' keys for equality tests: :func:`call_key` for every call whose name recurs in the view,
+    ``(name, _UNIQUE)`` for a call with captured arguments whose name occurs once (a key compares equal
+    only to a key of the same name, so its JCS text would never be read); ABSENT arguments stay
+    ``(name, None)`` either way. Equal keys, and which keys are name-only, are those of :func:`call_key`."""
+    seen: set[str] = set()
+    recurring: set[str] = set()
+    for c in calls:
+        if c.name in seen:
+            recurring.add(c.name)
+        else:
+            seen.add(c.name)
+    return [call_key(c) if c.name in recurring or c.args is ABSENT else (c.name, _UNIQUE) for c in calls]
+
+
 @dataclass(frozen=True, slots=True)
 class Cycle:
     """A cycle found by :func:`find_cycles`: ``start`` position, ``period``, ``repeats``."""
@@ -132,7 +151,7 @@ class RepetitionCheck(Scorer[RepetitionCheckParams]):
             return NotScored.na("no_tool_calls")
         p = self.params
         per_tool, global_limit = self._limits(reference)
-        keys = [call_key(c) for c in calls]
+        keys = _keys(calls)
         repeats = _repeated_calls(calls, keys, per_tool, global_limit, p.max_retries)
         cycles = _loops(calls, keys, p.max_period, p.min_cycle_repeats)
         streaks = _same_tool_streaks(calls, keys, p.max_consecutive_same_tool)

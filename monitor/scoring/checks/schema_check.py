@@ -230,11 +230,10 @@ def _compile(schema: Any, assert_formats: bool) -> CompiledSchema:
     if not isinstance(schema, Mapping | bool):
         problem = f"input_schema is a JSON {type(schema).__name__}, not a schema"
         return CompiledSchema(dialect, problem=problem)
-    try:
-        cls.check_schema(cast(Any, schema))
-    except js_exceptions.SchemaError as exc:
-        where = json_pointer(exc.absolute_path)
-        problem = truncate_text(f"invalid {dialect} schema at '{where}': {exc.message}")
+    schema_error = _schema_error(cls, schema)
+    if schema_error is not None:
+        where = json_pointer(schema_error.absolute_path)
+        problem = truncate_text(f"invalid {dialect} schema at '{where}': {schema_error.message}")
         return CompiledSchema(dialect, problem=problem)
     validator = cls(
         schema,
@@ -256,6 +255,19 @@ def _compile(schema: Any, assert_formats: bool) -> CompiledSchema:
         declared=declared,
         patterns=patterns,
     )
+
+
+def _schema_error(cls: type[Validator], schema: Any) -> js_exceptions.ValidationError | None:
+    """What ``cls.check_schema(schema)`` checks (the dialect's meta-schema, its format checker), reporting the
+    error with the smallest (JSON Pointer, message) rather than the first one found: the meta-schema
+    validation yields its errors in an order that varies between processes (string hashing), and the
+    ``tool_schema_invalid`` note must not."""
+    meta = js_validators.validator_for(cls.META_SCHEMA, default=cls)
+    validator = meta(cls.META_SCHEMA, format_checker=meta.FORMAT_CHECKER)
+    errors = list(validator.iter_errors(schema))
+    if not errors:
+        return None
+    return min(errors, key=lambda e: (json_pointer(e.absolute_path), e.message))
 
 
 def _load_specifications() -> referencing.Registry[Any]:

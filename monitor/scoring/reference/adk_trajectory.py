@@ -16,6 +16,7 @@ failed turn only, and ``IN_ORDER``/``ANY_ORDER`` drop ``unnecessary_tool`` (extr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import pydantic
@@ -23,7 +24,7 @@ import pydantic
 from monitor.scoring.base import ArgumentParams, Evaluation, Need, NotScored, Outcome, Scorer, Threshold
 from monitor.scoring.expectation import Expectation, ExpectedCall
 from monitor.scoring.explain import explain
-from monitor.scoring.result import FailureKind
+from monitor.scoring.result import FailureKind, Issue
 from monitor.trajectory.model import ABSENT, Run, ToolCall
 from monitor.trajectory.view import CallsSource
 
@@ -52,10 +53,6 @@ class AdkToolTrajectoryParams(ArgumentParams):
         return value
 
 
-def _expected_args(call: ExpectedCall) -> Any:
-    return None if call.args is ABSENT else call.args
-
-
 class AdkToolTrajectory(Scorer[AdkToolTrajectoryParams]):
     """ADK TrajectoryEvaluator: EXACT / IN_ORDER / ANY_ORDER per turn, mean over turns."""
 
@@ -70,10 +67,8 @@ class AdkToolTrajectory(Scorer[AdkToolTrajectoryParams]):
         mt = self.params.match_type
         return None if mt == "EXACT" else mt.lower()
 
-    def _match(self, a: ToolCall, e: ExpectedCall, ignore_args: bool) -> bool:
-        return a.name == e.name and (ignore_args or bool(a.args == _expected_args(e)))
-
     def evaluate(self, run: Run, reference: Expectation | None) -> Evaluation:
+        """Score first (ADK's loop over the two lists), explain only a failed turn."""
         if reference is None or reference.expected_calls is None:
             return NotScored.na("no_reference")
         actual = self.calls(run)
@@ -82,57 +77,83 @@ class AdkToolTrajectory(Scorer[AdkToolTrajectoryParams]):
         degraded: str | None = None
         if not ignore:
             gate = self.arguments_gate(actual)
-            if isinstance(gate, NotScored):
-                return gate
-            if gate == "names_only":
+            if gate is not None:
+                if isinstance(gate, NotScored):
+                    return gate
                 ignore, degraded = True, "names_only"
 
         mt = self.params.match_type
         if mt == "EXACT":
-            ok = len(actual) == len(exp) and all(self._match(a, e, ignore) for a, e in zip(actual, exp, strict=True))
+            ok = _exact(actual, exp, ignore)
         elif mt == "IN_ORDER":
-            ok = self._in_order(actual, exp, ignore)
+            ok = _in_order(actual, exp, ignore)
         else:
-            ok = self._any_order(actual, exp, ignore)
+            ok = _any_order(actual, exp, ignore)
 
-        issues: tuple[Any, ...] = ()
+        issues: tuple[Issue, ...] = ()
         if not ok:
-            matcher = None if ignore else (lambda a, e: bool(a.args == _expected_args(e)))
+            matcher = None if ignore else _args_equal
             found = explain(actual, exp, matcher, exact_args=not ignore, order_failed=mt != "ANY_ORDER").issues
             if mt != "EXACT":
                 found = tuple(i for i in found if i.kind != FailureKind.UNNECESSARY_TOOL)
             issues = found
         return Outcome(
             1.0 if ok else 0.0,
-            issues=issues,
-            degraded=degraded,
-            details={"match_type": mt, "actual_calls": len(actual), "expected_calls": len(exp)},
+            None,
+            issues,
+            {"match_type": mt, "actual_calls": len(actual), "expected_calls": len(exp)},
+            degraded,
         )
 
-    def _in_order(self, actual: tuple[ToolCall, ...], exp: tuple[ExpectedCall, ...], ignore: bool) -> bool:
-        if not exp:
-            return True
-        if not actual:
-            return False
-        k = 0
-        for a in actual:
-            if self._match(a, exp[k], ignore):
-                k += 1
-                if k == len(exp):
-                    return True
-        return False
 
-    def _any_order(self, actual: tuple[ToolCall, ...], exp: tuple[ExpectedCall, ...], ignore: bool) -> bool:
-        if not exp:
-            return True
-        if not actual:
+def _args_equal(a: ToolCall, e: ExpectedCall) -> bool:
+    """ADK's argument test: ``FunctionCall.args`` equality, an unspecified expected ``args`` being None."""
+    return bool(a.args == (None if e.args is ABSENT else e.args))
+
+
+def _exact(actual: Sequence[ToolCall], exp: Sequence[ExpectedCall], ignore: bool) -> bool:
+    """``_are_tool_calls_exact_match``: same length, position by position same name (and args)."""
+    if len(actual) != len(exp):
+        return False
+    for a, e in zip(actual, exp, strict=True):
+        if a.name != e.name:
             return False
-        remaining = list(actual)
-        for e in exp:
-            for i, a in enumerate(remaining):
-                if self._match(a, e, ignore):
-                    remaining.pop(i)
-                    break
-            else:
-                return False
+        if not ignore and a.args != (None if e.args is ABSENT else e.args):
+            return False
+    return True
+
+
+def _in_order(actual: Sequence[ToolCall], exp: Sequence[ExpectedCall], ignore: bool) -> bool:
+    """``_are_tool_calls_in_order_match``: one pass over the actual calls, advancing in the expected ones."""
+    if not exp:
         return True
+    if not actual:
+        return False
+    k = 0
+    want = exp[0]
+    for a in actual:
+        if a.name == want.name and (ignore or a.args == (None if want.args is ABSENT else want.args)):
+            k += 1
+            if k == len(exp):
+                return True
+            want = exp[k]
+    return False
+
+
+def _any_order(actual: Sequence[ToolCall], exp: Sequence[ExpectedCall], ignore: bool) -> bool:
+    """``_are_tool_calls_any_order_match``: each expected call removes the first remaining match."""
+    if not exp:
+        return True
+    if not actual:
+        return False
+    remaining = list(actual)
+    for e in exp:
+        name = e.name
+        args = None if e.args is ABSENT else e.args
+        for i, a in enumerate(remaining):
+            if a.name == name and (ignore or a.args == args):
+                del remaining[i]
+                break
+        else:
+            return False
+    return True

@@ -267,7 +267,11 @@ class ToolEval(Scorer[ToolEvalParams]):
             param_accuracy, param_scores, param_issues = _parameter_accuracy(calls, expected, literal)
         overall = _overall(self.params.weights, precision, recall, param_accuracy, content, names_only)  # step 6
         passed, score = self._verdict(overall, names, expected)
-        name_issues = explain(calls, [ExpectedCall(name=e.name) for e in expected]).issues  # §2.0
+        exp_names = [e.name for e in expected]
+        # §2.0 by name: explained only when the name multisets differ (else every call matches, no issue)
+        name_issues = (
+            () if sorted(names) == sorted(exp_names) else explain(calls, list(map(ExpectedCall, exp_names))).issues
+        )
         details: dict[str, Any] = {
             "variant": self.params.variant,
             "precision": round(precision, 3),

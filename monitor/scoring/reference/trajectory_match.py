@@ -48,7 +48,7 @@ from monitor.scoring.base import (
 )
 from monitor.scoring.expectation import Expectation, ExpectedCall, ExpectedMessage
 from monitor.scoring.explain import explain, hopcroft_karp
-from monitor.scoring.result import FailureKind
+from monitor.scoring.result import FailureKind, frozen_init
 from monitor.trajectory.model import ABSENT, Run, ToolCall
 
 __all__ = ["ArgsMatchMode", "TrajectoryMatch", "TrajectoryMatchParams", "args_matcher_for"]
@@ -87,6 +87,10 @@ def _superset(x: Any, y: Any) -> bool:
 
 def _ignore(x: Any, y: Any) -> bool:
     return True
+
+
+def _ignore_any(name: str) -> ArgsMatcherFn:
+    return _ignore
 
 
 _MODES: dict[str, ArgsMatcherFn] = {"exact": _exact, "subset": _subset, "superset": _superset, "ignore": _ignore}
@@ -129,6 +133,7 @@ def args_matcher_for(
 # --------------------------------------------------------------------------- superset test
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class _Call:
     name: str
@@ -161,14 +166,18 @@ def _superset_of(
 # --------------------------------------------------------------------------- strict structure
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class _Msg:
     role: str
     calls: tuple[_Call, ...] | None = None
 
 
+_ROLES = {"human": "user", "ai": "assistant"}
+
+
 def _norm_role(role: str) -> str:
-    return {"human": "user", "ai": "assistant"}.get(role, role)
+    return _ROLES.get(role, role)
 
 
 def _reference_messages(messages: Sequence[ExpectedMessage]) -> list[_Msg]:
@@ -293,28 +302,29 @@ class TrajectoryMatch(Scorer[TrajectoryMatchParams]):
                 n: getattr(f, "__qualname__", repr(f)) for n, f in sorted(self.matchers.items())
             }
             self.params_hash = params_hash(self.params_json)
+        self._overrides: dict[str, Override | ArgsMatcherFn] = dict(self.params.tool_args_match_overrides)
+        self._overrides.update(self.matchers)
+        self._by_name: dict[str, ArgsMatcherFn] = {}
 
     def variant(self) -> str | None:
         mode = self.params.trajectory_match_mode
         return None if mode == "strict" else mode
 
+    def _matcher_for(self, name: str) -> ArgsMatcherFn:
+        """The argument matcher of a tool (callable ``matchers`` first, then the overrides, then the mode),
+        looked up once per tool name (the table stops growing at 4,096 names)."""
+        found = self._by_name.get(name)
+        if found is None:
+            found = args_matcher_for(name, self.params.tool_args_match_mode, self._overrides)
+            if len(self._by_name) < 4096:
+                self._by_name[name] = found
+        return found
+
     def _matcher(self, args_off: bool) -> Callable[[str], ArgsMatcherFn]:
-        overrides: dict[str, Override | ArgsMatcherFn] = dict(self.params.tool_args_match_overrides)
-        overrides.update(self.matchers)
-        mode = self.params.tool_args_match_mode
-
-        def get(name: str) -> ArgsMatcherFn:
-            return _ignore if args_off else args_matcher_for(name, mode, overrides)
-
-        return get
+        return _ignore_any if args_off else self._matcher_for
 
     def _compares_args(self, name: str) -> bool:
-        if name in self.matchers:
-            return True
-        return (
-            args_matcher_for(name, self.params.tool_args_match_mode, self.params.tool_args_match_overrides)
-            is not _ignore
-        )
+        return self._matcher_for(name) is not _ignore
 
     def evaluate(self, run: Run, reference: Expectation | None) -> Evaluation:
         return self._evaluate([run], reference)
