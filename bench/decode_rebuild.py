@@ -27,40 +27,22 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.traffic import alternate, fixture_traces
 from monitor.ingest.decode import decode_traces
-from monitor.ingest.encode import encode, split_spans
 from monitor.trajectory.assembler import Assembler, AssemblerLimits
 from monitor.trajectory.build import build_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "frameworks"
 
 
-def load_fixtures() -> list[ExportTraceServiceRequest]:
-    out = []
-    for path in sorted(FIXTURES.glob("*/*.traces.pb")):
-        req = ExportTraceServiceRequest()
-        req.ParseFromString(path.read_bytes())
-        out.append(req)
-    return out
-
-
 def make_records(n_traces: int, seed: int = 7) -> tuple[list[tuple[str, bytes]], int]:
+    """``(encoding, value)`` records of ``n_traces`` fresh traces, half of them OTLP/JSON, shuffled."""
     rng = random.Random(seed)
-    templates = load_fixtures()
     records: list[tuple[str, bytes]] = []
     spans = 0
-    for i in range(n_traces):
-        req = ExportTraceServiceRequest()
-        req.CopyFrom(templates[i % len(templates)])
-        trace_id = rng.randbytes(16)
-        for rs in req.resource_spans:
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    span.trace_id = trace_id
-                    spans += 1
-        for j, part in enumerate(split_spans(req, 2)):
-            enc = "otlp_json" if (i + j) % 2 else "otlp_proto"
-            records.append((enc, encode(part, enc)))
+    for _, n, parts in fixture_traces(n_traces, rng, alternate):
+        records.extend(parts)
+        spans += n
     rng.shuffle(records)
     return records, spans
 

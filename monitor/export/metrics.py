@@ -102,22 +102,8 @@ JUDGE_LATENCY_BUCKETS: Final = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
 """Seconds; a judge request usually takes 1–10 s."""
 
 RECORD_TO_RESULT_BUCKETS: Final = (
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.0,
-    4.0,
-    6.0,
-    8.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    60.0,
-    120.0,
-    300.0,
+    *(0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0),
+    *(5.0, 5.5, 6.0, 7.0, 8.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0),
 )
 """Seconds from a trace's last record to its results counted; a trace closes ``root_idle`` (5 s by default) after
 its last span, so most of the mass sits a little above that setting."""
