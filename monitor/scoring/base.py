@@ -634,18 +634,7 @@ class Scorer(abc.ABC, Generic[P]):
         """A ``not_applicable`` result with a §1.4 reason code (``ValueError`` for another code)."""
         if reason not in NOT_APPLICABLE_REASONS:
             raise ValueError(f"not_applicable reason {reason!r} is not one of {sorted(NOT_APPLICABLE_REASONS)}")
-        return self._result(
-            run,
-            "not_applicable",
-            None,
-            self.threshold,
-            None,
-            reason,
-            None,
-            (),
-            dict(details) if details else {},
-            scored_at,
-        )
+        return self._unscored(run, "not_applicable", reason, details, scored_at)
 
     def error(
         self, run: Run | None, reason: str, details: Mapping[str, Any] | None = None, *, scored_at: str | None = None
@@ -653,17 +642,19 @@ class Scorer(abc.ABC, Generic[P]):
         """An ``error`` result with a §1.4 / §4.0 reason code (``ValueError`` for another code)."""
         if reason not in ERROR_REASONS:
             raise ValueError(f"error reason {reason!r} is not one of {sorted(ERROR_REASONS)}")
+        return self._unscored(run, "error", reason, details, scored_at)
+
+    def _unscored(
+        self,
+        run: Run | None,
+        status: Literal["not_applicable", "error"],
+        reason: str,
+        details: Mapping[str, Any] | None,
+        scored_at: str | None,
+    ) -> ScoreResult:
+        """A result without a score (``not_applicable`` or ``error``) with its reason and details."""
         return self._result(
-            run,
-            "error",
-            None,
-            self.threshold,
-            None,
-            reason,
-            None,
-            (),
-            dict(details) if details else {},
-            scored_at,
+            run, status, None, self.threshold, None, reason, None, (), dict(details) if details else {}, scored_at
         )
 
     def _wrap(self, run: Run, evaluation: Evaluation, scored_at: str | None = None) -> ScoreResult:
