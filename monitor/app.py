@@ -466,7 +466,15 @@ def build_loop(
         work_budget_s=WORK_BUDGET_S,
         max_held=MAX_HELD,
     )
-    decode = DecodeStep(assemble, settings, dlq=dlq, guard=guard, metrics=metrics, stats=stats)
+    decode = DecodeStep(
+        assemble,
+        settings,
+        dlq=dlq,
+        guard=guard,
+        metrics=metrics,
+        stats=stats,
+        flag_errors=sampler.needs_error_flags,
+    )
     return RunLoop(
         settings,
         make_source,

@@ -181,6 +181,12 @@ class Sampler:
         decision before the rebuild cannot see)."""
         return self.max_rate >= 1.0 or bool(self.always_attributes)
 
+    @property
+    def needs_error_flags(self) -> bool:
+        """Whether :meth:`trace_needed` reads ``flagged``: not when every trace is needed, nor without
+        ``always_if_errored`` (the decode step then skips its scan for tool-error markers)."""
+        return not self.every_trace and self.settings.always_if_errored
+
     def trace_needed(self, trace_id: str, flagged: bool) -> bool:
         """Whether any run of the trace ``trace_id`` could be sampled, decided before its rebuild.
 

@@ -6,8 +6,9 @@
   (:func:`~monitor.ingest.decode.index_traces`: ids, roots, error statuses) and kept undecoded; its traces'
   spans are decoded when they close, and only if the trace is sampled (the rebuild step). OTLP/JSON records
   are decoded at once: their structure is checked by the decode itself.
-* Every record is also searched for tool-error markers (``Decoded.flagged``), so the decision before the
-  rebuild knows which traces may hold an errored run without decoding them.
+* With ``flag_errors`` (the sampling can leave traces out and always keeps errored ones), every record is also
+  searched for tool-error markers (``Decoded.flagged``), so the decision before the rebuild knows which traces may
+  hold an errored run without decoding them.
 * Spans and events of traces an earlier reading already handled are dropped here (replay marks), counted in
   ``monitor_replays_skipped_total{kind="trace"}``.
 * A record that does not decode is dead-lettered with its reason (``monitor_records_invalid_total``) unless an
@@ -55,8 +56,10 @@ class DecodeStep(TransformStep[Record, Decoded]):
         guard: ReplayGuard,
         metrics: PipelineMetrics,
         stats: LoopStats,
+        flag_errors: bool = True,
     ) -> None:
         super().__init__(next_step)
+        self.flag_errors = flag_errors
         self.dlq = dlq
         self.guard = guard
         self.metrics = metrics
@@ -78,7 +81,7 @@ class DecodeStep(TransformStep[Record, Decoded]):
         timestamp_ms = timestamp if isinstance(timestamp, int) else -1
         try:
             if rec.topic == self._spans_topic:
-                flagged = holds_error_marker(value)
+                flagged = self.flag_errors and holds_error_marker(value)
                 if self.lazy and self._encoding != "otlp_json" and detect_encoding(value) == "otlp_proto":
                     return self._index(rec, value, timestamp_ms, flagged)
                 traces = decode_traces_batch(

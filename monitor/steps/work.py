@@ -205,11 +205,13 @@ class TraceSampling(Protocol):
 
     ``trace_needed`` must be True whenever :meth:`SamplingPolicy.should_score` could sample a run of the trace
     (``flagged``: a span had status ERROR or a record held a tool-error marker); ``every_trace`` is True when
-    it is always True (nothing can be left out)."""
+    it is always True (nothing can be left out); ``needs_error_flags`` whether it reads ``flagged`` at all."""
 
     def trace_needed(self, trace_id: str, flagged: bool) -> bool: ...
     @property
     def every_trace(self) -> bool: ...
+    @property
+    def needs_error_flags(self) -> bool: ...
 
 
 class Sampling(SamplingPolicy, TraceSampling, Protocol):

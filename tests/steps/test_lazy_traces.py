@@ -176,3 +176,21 @@ def test_every_errored_fixture_run_is_flagged_before_its_rebuild() -> None:
                 errored += 1
                 assert closed.flagged, (closed.trace_id, [call_error(c) for r in run.walk() for c in r.calls])
     assert errored > 10
+
+
+@pytest.mark.parametrize(
+    ("sampling", "needed"),
+    [
+        ({"rate": 1.0}, False),  # every trace is rebuilt: the markers would change nothing
+        ({"rate": 0.1}, True),
+        ({"rate": 0.1, "always_if_errored": False}, False),
+        ({"rate": 0.1, "always_attributes": {"k": "v"}}, False),  # attribute rules keep every trace
+    ],
+)
+def test_the_decode_step_searches_for_error_markers_only_when_the_decision_reads_them(
+    sampling: dict[str, object], needed: bool
+) -> None:
+    sampler = Sampler(SamplingSettings(**sampling))  # type: ignore[arg-type]
+    assert sampler.needs_error_flags is needed
+    if not needed:  # then no trace can be left out because of a missing flag
+        assert sampler.every_trace or not sampler.settings.always_if_errored
