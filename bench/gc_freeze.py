@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,16 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 def one_pass(traces: int, frozen: bool) -> float:
     """CPU seconds per span of one pass through the chain (in this process)."""
-    from monitor.app import build_loop, freeze_startup_heap
-    from monitor.export.http import HealthState
-    from monitor.export.metrics import Metrics
-    from monitor.ingest.dlq import DeadLetterQueue
+    from monitor.app import freeze_startup_heap
     from monitor.ingest.memory import MemoryBroker
-    from monitor.sampling.sampler import Sampler
-    from monitor.scoring.stage import ScoringStage
-    from monitor.store import open_store
     from monitor.testing import ManualClock
-    from tests.steps.conftest import TOPIC, make_settings
+    from tests.steps.conftest import TOPIC, make_settings, memory_chain
     from tests.steps.test_steps import records
 
     settings = make_settings(Path(tempfile.mkdtemp(prefix="gc-bench-")), sampling={"rate": 1.0})
@@ -45,19 +38,7 @@ def one_pass(traces: int, frozen: bool) -> float:
     for rec in values:
         broker.produce(TOPIC, rec.value, key=rec.key)
     clock = ManualClock(1_000.0)
-    sampler = Sampler(settings.sampling)
-    store = open_store(settings.store)
-    loop = build_loop(
-        settings,
-        broker.source_factory([TOPIC]),
-        DeadLetterQueue(settings.kafka, settings.dead_letter),
-        ScoringStage(settings, None, sampler, lambda: datetime.now(UTC)),
-        store,
-        Metrics(settings.metrics),
-        HealthState(),
-        sampler,
-        clock=clock,
-    )
+    loop, store = memory_chain(settings, broker, clock)
     if frozen:
         freeze_startup_heap()
     started = time.process_time()

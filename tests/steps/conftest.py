@@ -1,18 +1,26 @@
 """Helpers for testing one step at a time: a terminal step that collects what reaches it (and can refuse), the
-real settings, store, metrics and dead-letter producer (disabled: counted, not produced) of a pipeline."""
+real settings, store, metrics and dead-letter producer (disabled: counted, not produced) of a pipeline; and the
+whole chain on the in-memory broker (:func:`memory_chain`)."""
 
 from __future__ import annotations
 
-from collections.abc import Set
+import time
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import pytest
 
+from monitor.app import build_loop
 from monitor.export.http import HealthState
 from monitor.export.metrics import Metrics
 from monitor.ingest.dlq import DeadLetterQueue
+from monitor.ingest.loop import RunLoop
+from monitor.ingest.memory import MemoryBroker
+from monitor.sampling.sampler import Sampler
+from monitor.scoring.stage import ScoringStage
 from monitor.settings import Settings
 from monitor.steps.contract import Message, MessageRejected, TopicPartition
 from monitor.steps.work import InFlight, LoopStats, StoreAvailability
@@ -102,3 +110,24 @@ def parts(tmp_path: Path) -> Any:
     )
     yield p
     store.close()
+
+
+def memory_chain(
+    settings: Settings, broker: MemoryBroker, clock: Callable[[], float] = time.monotonic
+) -> tuple[RunLoop, ResultStore]:
+    """The daemon's whole chain (``build_loop``) on ``broker``'s spans topic, a store opened from ``settings``,
+    the real metrics and scoring stage (no judges, no rules); the caller closes the store."""
+    sampler = Sampler(settings.sampling)
+    store = open_store(settings.store)
+    loop = build_loop(
+        settings,
+        broker.source_factory([settings.kafka.spans_topic]),
+        DeadLetterQueue(settings.kafka, settings.dead_letter),
+        ScoringStage(settings, None, sampler, lambda: datetime.now(UTC)),
+        store,
+        Metrics(settings.metrics),
+        HealthState(),
+        sampler,
+        clock=clock,
+    )
+    return loop, store

@@ -15,7 +15,6 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from prometheus_client import generate_latest
 
-from monitor.app import build_loop
 from monitor.ingest.memory import MemoryBroker, MemoryRecord
 from monitor.ingest.replay import ReplayGuard
 from monitor.rules.ruleset import RuleSet, ScorerSpec
@@ -38,7 +37,7 @@ from monitor.testing import ManualClock
 from monitor.trajectory.assembler import AssemblerLimits
 from monitor.trajectory.model import Run
 from tests.spanutil import Recorder, span
-from tests.steps.conftest import TOPIC, Collect, Parts, make_settings
+from tests.steps.conftest import TOPIC, Collect, Parts, make_settings, memory_chain
 from tests.support.daemon import agent_traffic
 
 Work = TraceWork | None
@@ -466,24 +465,8 @@ def test_the_chain_commits_past_traces_sampled_out(tmp_path: Path) -> None:
     broker.create_topic(TOPIC, 1)
     for rec in records(5):
         broker.produce(TOPIC, rec.value, key=rec.key)
-    from monitor.export.http import HealthState
-    from monitor.export.metrics import Metrics
-    from monitor.ingest.dlq import DeadLetterQueue
-
     clock = ManualClock(1_000.0)
-    sampler = Sampler(settings.sampling)
-    store = open_store(settings.store)
-    loop = build_loop(
-        settings,
-        broker.source_factory([TOPIC]),
-        DeadLetterQueue(settings.kafka, settings.dead_letter),
-        ScoringStage(settings, None, sampler, lambda: datetime.now(UTC)),
-        store,
-        Metrics(settings.metrics),
-        HealthState(),
-        sampler,
-        clock=clock,
-    )
+    loop, store = memory_chain(settings, broker, clock)
     try:
         for _ in range(5):
             loop.step()

@@ -11,44 +11,20 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from monitor.app import build_loop
-from monitor.export.http import HealthState
-from monitor.export.metrics import Metrics
-from monitor.ingest.dlq import DeadLetterQueue
-from monitor.ingest.loop import RunLoop
 from monitor.ingest.memory import MemoryBroker
-from monitor.sampling.sampler import Sampler
-from monitor.scoring.stage import ScoringStage
 from monitor.settings import Settings
 from monitor.steps.contract import Message, MessageRejected
 from monitor.steps.workers import WorkersStep
 from monitor.store import open_store
-from tests.steps.conftest import TOPIC, Collect, make_settings
+from tests.steps.conftest import TOPIC, Collect, make_settings, memory_chain
 from tests.support.daemon import agent_traffic
 
 TP = (TOPIC, 0)
-
-
-def _loop(settings: Settings, broker: MemoryBroker) -> tuple[RunLoop, Any]:
-    sampler = Sampler(settings.sampling)
-    store = open_store(settings.store)
-    loop = build_loop(
-        settings,
-        broker.source_factory([TOPIC]),
-        DeadLetterQueue(settings.kafka, settings.dead_letter),
-        ScoringStage(settings, None, sampler, lambda: datetime.now(UTC)),
-        store,
-        Metrics(settings.metrics),
-        HealthState(),
-        sampler,
-    )
-    return loop, store
 
 
 def _brokers(n_traces: int, seed: int = 9) -> tuple[MemoryBroker, MemoryBroker]:
@@ -70,7 +46,7 @@ def _settings(path: Path, **sections: dict[str, Any]) -> Settings:
 
 
 def _run(settings: Settings, broker: MemoryBroker, n_traces: int, *, kill_after: int | None = None) -> dict[str, Any]:
-    loop, store = _loop(settings, broker)
+    loop, store = memory_chain(settings, broker)
     killed = False
     deadline = time.monotonic() + 120
     try:
