@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+import yaml
 
 from monitor.app import Judges, build_loop
 from monitor.demo.traffic import TrafficGenerator
@@ -32,6 +33,7 @@ from monitor.rules.ruleset import RuleSet
 from monitor.sampling.sampler import Sampler
 from monitor.scoring.stage import ScoringStage
 from monitor.settings import Settings, load_settings
+from monitor.steps.workers import WorkersStep
 from monitor.store import SqlResultStore, open_store
 from monitor.store.ledger import SqlBatchLedger
 from monitor.store.schema import judge_jobs, results
@@ -137,12 +139,28 @@ def judged(store: SqlResultStore) -> int:
     return count(store, results, results.c.scorer == JUDGE, results.c.status == "scored")
 
 
-def test_every_run_gets_one_stored_verdict_and_its_job_goes(tmp_path: Path, daemons: list[Daemon]) -> None:
+@pytest.mark.parametrize("workers", [0, 1], ids=["one-process", "worker-pool"])
+def test_every_run_gets_one_stored_verdict_and_its_job_goes(
+    tmp_path: Path, daemons: list[Daemon], workers: int
+) -> None:
+    """Also with ``workers.processes``: the worker records the judge the stage would submit, the daemon's process
+    submits it (the rules reach the workers through ``rules_file``)."""
     broker, clock = MemoryBroker(), ManualClock(1_000.0)
     produce(broker, 12)
     with FakeAnthropic(default=Turn(tool_uses=[("submit_verdict", VERDICT)])) as fake:
-        d = Daemon(settings_for(tmp_path, fake), broker, clock)
+        settings = settings_for(tmp_path, fake)
+        if workers:
+            rules = tmp_path / "rules.yaml"
+            rules.write_text(yaml.safe_dump(RULES))
+            settings = settings.model_copy(
+                update={
+                    "rules_file": rules,
+                    "workers": settings.workers.model_copy(update={"processes": workers, "batch_traces": 4}),
+                }
+            )
+        d = Daemon(settings, broker, clock)
         daemons.append(d)
+        assert isinstance(d.loop.head.next.next, WorkersStep) is bool(workers)  # decode → assemble → …
         d.until(lambda: d.loop.stats.traces_scored == 12 and d.pool.backlog() == 0 and not d.loop.held)
         d.step(3)
         runs = d.loop.stats.runs
