@@ -366,11 +366,16 @@ def _promote_agent_tasks(siblings: Sequence[SpanFacts]) -> None:
 
 
 def _merge_llm(outer: SpanFacts, inner: SpanFacts) -> None:
-    """One model call seen twice: fill what the outer span lacks from the inner one."""
+    """One model call seen twice (or a generation and its steps, Mastra): fill what the outer span lacks from the
+    inner one. When only the inner span saw the tool calls they are taken; the outer's answer text stays when the
+    inner span has none (a Mastra generation's first step carries the calls, the generation the final text)."""
     if outer.input_messages is None:
         outer.input_messages = inner.input_messages
-    if outer.output_messages is None or (not outer.output_tool_calls and inner.output_tool_calls):
-        outer.output_messages = inner.output_messages or outer.output_messages
+    if outer.output_messages is None:
+        outer.output_messages = inner.output_messages
+    elif not outer.output_tool_calls and inner.output_tool_calls:
+        keep_text = inner.output_text is None and outer.output_text is not None
+        outer.output_messages = (inner.output_messages or ()) + (outer.output_messages if keep_text else ())
     if outer.tools_offered is None:
         outer.tools_offered = inner.tools_offered
     outer.model = outer.model or inner.model

@@ -11,7 +11,8 @@ Shapes accepted (each detected per message or per part, so mixed lists work):
 * Gemini / Google ADK: ``{role: user|model, parts: [{text}|{function_call}|{function_response}]}``;
 * Bedrock Converse / strands: content blocks ``[{text}|{toolUse: {…}}|{toolResult: {…}}]``;
 * Vercel AI SDK: ``{role, content: [{type: text|tool-call|tool-result, toolCallId, toolName, input|args,
-  output|result}]}`` (a ``tool-result`` output ``{type: json|text|error-text, value}`` is unwrapped);
+  output|result}]}`` (a ``tool-result`` output ``{type: json|text|error-text, value}`` is unwrapped), and a step
+  result ``{text, toolCalls: [{toolCallId, toolName, input|args}]}`` (Mastra's ``model_step`` output);
 * Haystack ``ChatMessage.to_dict()``: ``{role, content: [{text}|{tool_call: {…}}|{tool_call_result: {…}}]}``,
   inside ``{"replies": [...]}`` for a generator's output;
 * OTel ≤ 1.36 event bodies (``{content, tool_calls}``, ``gen_ai.choice``'s ``{message: …}``);
@@ -340,6 +341,20 @@ def _openai_tool_calls(calls: Any) -> list[Part]:
     return parts
 
 
+def _step_result_parts(obj: Mapping[str, Any]) -> list[Part]:
+    """A Vercel AI SDK step result ``{text, toolCalls: [{toolCallId, toolName, input | args}]}`` (Mastra writes it
+    as its ``model_step`` span's output): its text, then its calls in the order the model emitted them."""
+    text = obj.get("text")
+    parts: list[Part] = [TextPart(text)] if isinstance(text, str) and text else []
+    for call in obj["toolCalls"]:
+        if isinstance(call, Mapping):
+            args = call.get("input", call.get("args", ABSENT))
+            parts.append(
+                ToolCallPart(str(call.get("toolName") or ""), _id(call.get("toolCallId")), decode_arguments(args))
+            )
+    return parts
+
+
 ELIDED = "<elided>"  # content placeholder of instrumentations with capture off (ADK, OTel contrib)
 
 
@@ -364,6 +379,8 @@ def parse_message(obj: Any, default_role: str = "user") -> Message | None:
         return Message("assistant", tuple(_parse_part(obj)))
     if obj.get("type") == "function_call_output" and "role" not in obj:
         return Message("tool", tuple(_parse_part(obj)))
+    if "role" not in obj and isinstance(obj.get("toolCalls"), list):  # a Vercel AI SDK step result (Mastra)
+        return Message("assistant", tuple(_step_result_parts(obj)))
     lc = _langchain_message(obj)
     if lc is not None:
         obj = lc
