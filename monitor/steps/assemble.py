@@ -13,7 +13,8 @@ message goes on. So a message's offsets never pass a record that is still open o
 
 **Backlog.** Closed traces between this step and the commit are counted (:class:`~monitor.steps.work.InFlight`);
 above ``max_held`` of them or ``max_bytes`` of their records the step reports ``backlog`` pressure (the run loop
-pauses fetching) until they are down to half.
+pauses fetching) until they are down to half. On a revocation every trace on the lost partitions leaves the count,
+wherever in the chain it was dropped.
 """
 
 from __future__ import annotations
@@ -151,7 +152,6 @@ class AssembleStep:
         for message in self.outbox:
             work = message.payload
             if work is not None and work.on(partitions):
-                self.inflight.done(work.closed)
                 dropped += 1
             else:
                 kept.append(message)
@@ -159,6 +159,7 @@ class AssembleStep:
         self.assembler.revoke(partitions)
         self._sent = {}
         dropped += self.next.forget(partitions)
+        self.inflight.forget(partitions)  # whichever step below dropped them
         self._update_backlog()
         return dropped
 

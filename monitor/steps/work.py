@@ -120,20 +120,38 @@ class LoopStats:
     verdicts_new: int = 0
 
 
-@dataclass(slots=True)
 class InFlight:
-    """Closed traces between the assembler and the commit (the backlog): count and encoded bytes."""
+    """Closed traces between the assembler and the commit (the backlog): count and encoded bytes.
 
-    traces: int = 0
-    nbytes: int = 0
+    Each trace is held by identity from :meth:`add` (the assemble step) to :meth:`done` (the commit step), so a
+    revocation can drop exactly the traces the steps drop (:meth:`forget`, the same ``on(partitions)`` test as
+    ``TraceWork.on``) whichever step was holding them: a trace dropped by the store step during an outage, or by
+    the worker step while its batch was in a worker, no longer counts against ``max_held`` / ``max_bytes``.
+    ``done`` of a trace already forgotten does nothing."""
+
+    __slots__ = ("_held", "nbytes", "traces")
+
+    def __init__(self) -> None:
+        self._held: dict[int, ClosedTrace] = {}
+        self.traces = 0
+        self.nbytes = 0
 
     def add(self, closed: ClosedTrace) -> None:
+        self._held[id(closed)] = closed
         self.traces += 1
         self.nbytes += closed.nbytes
 
     def done(self, closed: ClosedTrace) -> None:
-        self.traces -= 1
-        self.nbytes -= closed.nbytes
+        if self._held.pop(id(closed), None) is not None:
+            self.traces -= 1
+            self.nbytes -= closed.nbytes
+
+    def forget(self, partitions: Set[TopicPartition]) -> int:
+        """Stop counting the traces with records on ``partitions`` (revoked); returns how many."""
+        lost = [c for c in self._held.values() if not partitions.isdisjoint(c.first_offsets)]
+        for closed in lost:
+            self.done(closed)
+        return len(lost)
 
 
 # ---------------------------------------------------------------------------------------------------- ports

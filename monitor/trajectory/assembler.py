@@ -167,7 +167,9 @@ class Assembler:
         self._by_first: OrderedDict[str, None] = OrderedDict()  # insertion = first-seen order
         self._rooted: OrderedDict[str, None] = OrderedDict()  # by last activity
         self._rootless: OrderedDict[str, None] = OrderedDict()  # by last activity
-        self._closed: OrderedDict[str, float] = OrderedDict()  # trace id -> closed at
+        # trace id -> (closed at, the partitions of its records)
+        self._closed: OrderedDict[str, tuple[float, tuple[TopicPartition, ...]]] = OrderedDict()
+        self._one_partition: dict[TopicPartition, tuple[TopicPartition]] = {}  # shared 1-tuples of _closed
         self._consumed: dict[TopicPartition, int] = {}
         # per partition, the open traces in the order of their first record there (= offset order, records of a
         # partition arrive in offset order): the first entry holds the partition's lowest open offset
@@ -373,10 +375,17 @@ class Assembler:
         """Drop open traces with records on revoked partitions (the new owner re-reads them).
 
         Returns the number of traces dropped. Closed-but-unpolled traces are kept: the caller polls,
-        scores and commits them before giving the partitions up.
+        scores and commits them before giving the partitions up. The closed traces remembered for late spans
+        with records on those partitions are forgotten: whatever of them the caller could not store is re-read
+        from the watermark (by this member when the partitions come back, or by the new owner), and must be
+        assembled again, not taken for late spans (what was stored is recognized as a replay downstream).
+        Costs one pass over the remembered closed traces (at most ``max_remembered_closed``).
         """
         lost = set(partitions)
         dropped = [t.trace_id for t in self._open.values() if lost.intersection(t.first_offsets)]
+        forgotten = [trace_id for trace_id, (_at, tps) in self._closed.items() if not lost.isdisjoint(tps)]
+        for trace_id in forgotten:
+            del self._closed[trace_id]
         for trace_id in dropped:
             trace = self._remove(trace_id)
             self._open_spans -= trace.n_spans
@@ -424,7 +433,13 @@ class Assembler:
         trace = self._remove(trace_id)
         self._open_spans -= trace.n_spans
         self._open_bytes -= trace.nbytes
-        self._closed[trace_id] = now
+        tps: tuple[TopicPartition, ...]
+        if len(trace.first_offsets) == 1:
+            (tp,) = trace.first_offsets
+            tps = self._one_partition.get(tp) or self._one_partition.setdefault(tp, (tp,))
+        else:
+            tps = tuple(trace.first_offsets)
+        self._closed[trace_id] = (now, tps)
         self._closed.move_to_end(trace_id)
         while len(self._closed) > self.limits.max_remembered_closed:
             self._closed.popitem(last=False)
@@ -457,7 +472,7 @@ class Assembler:
     def _forget_closed(self, now: float) -> None:
         window = self.limits.late_window_s
         while self._closed:
-            _trace_id, closed_at = next(iter(self._closed.items()))
+            closed_at, _tps = next(iter(self._closed.values()))
             if now - closed_at < window:
                 break
             self._closed.popitem(last=False)

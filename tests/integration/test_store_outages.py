@@ -11,6 +11,8 @@ import shutil
 import time
 from pathlib import Path
 
+from kafka import KafkaConsumer
+
 from tests.support.daemon import (
     agent_traffic,
     daemon_settings,
@@ -141,6 +143,48 @@ def test_sqlite_directory_moved_away_and_back_resumes_without_loss(kafka_bootstr
         ends = end_offsets(kafka_bootstrap, topic, 2)
         wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == ends, 15, "offsets committed to the end")
         assert metric_sum(scrape(d.port), "monitor_consumer_paused", reason="store") == 0
+        assert d.stop() == 0
+    assert store_counts(url)[0] == total
+    assert duplicate_result_keys(url) == 0
+
+
+def test_sqlite_away_during_a_rebalance_loses_nothing_once_the_partitions_and_the_file_are_back(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """While the file is away the daemon holds closed traces it cannot store. A second member joins the group:
+    the daemon's partitions are revoked and the held traces dropped (re-read later from the committed offsets).
+    The member leaves, the partitions come back, the file comes back: every trace is assembled again from the
+    re-read records (not taken for late spans of traces closed before the revocation), stored once, and the
+    backlog count is back to zero."""
+    data, url, topic, group = _sqlite_setup(kafka_bootstrap, tmp_path, "sqliterebalance")
+    first, second = agent_traffic(6, seed=91), agent_traffic(6, seed=92)
+    produce(kafka_bootstrap, topic, first.records)
+    with daemon_thread(daemon_settings(kafka_bootstrap, topic, group, url)) as d:
+        loop = d.app.loop
+        assert loop is not None
+        wait_for(lambda: loop.stats.traces_scored == first.runs, 30, "first batch stored")
+        stored_ends = end_offsets(kafka_bootstrap, topic, 2)
+        wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == stored_ends, 30, "first batch committed")
+        away = tmp_path / "away"
+        data.rename(away)
+        produce(kafka_bootstrap, topic, second.records)
+        wait_for(lambda: loop.paused and loop.held > 0, 20, "closed traces held while the file is away")
+
+        other = KafkaConsumer(
+            topic, bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False, session_timeout_ms=6000
+        )
+        try:
+            wait_for(lambda: bool(other.poll(timeout_ms=200) is not None and other.assignment()), 60, "member joined")
+            assert loop.stats.dropped_held > 0  # the revocation dropped traces the daemon could not store
+        finally:
+            other.close(autocommit=False)
+        assert committed(kafka_bootstrap, group, topic, 2) == stored_ends
+        away.rename(data)
+        total = first.runs + second.runs
+        wait_for(lambda: store_counts(url)[0] == total, 60, "every trace stored once the partitions and file are back")
+        ends = end_offsets(kafka_bootstrap, topic, 2)
+        wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == ends, 30, "offsets committed to the end")
+        wait_for(lambda: loop.held == 0, 10, "no backlog left")
         assert d.stop() == 0
     assert store_counts(url)[0] == total
     assert duplicate_result_keys(url) == 0

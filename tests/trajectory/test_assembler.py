@@ -113,6 +113,22 @@ def test_revocation_drops_open_traces_of_lost_partitions() -> None:
     assert asm.stats.dropped_traces == 1
 
 
+def test_revocation_forgets_the_closed_traces_of_lost_partitions_so_their_records_reassemble() -> None:
+    """A closed trace the caller could not store before the revocation is re-read from the watermark: its spans
+    are a trace to assemble again, not late spans of one already closed. Closed traces of kept partitions stay
+    remembered."""
+    asm = Assembler(AssemblerLimits(root_idle_s=0))
+    asm.add_spans(_trace(T1), TP, 0, now=0)
+    asm.add_spans(_trace(T2), TP1, 0, now=0)
+    assert {c.trace_id for c in asm.poll(now=1)} == {T1, T2}
+    assert asm.revoke([TP]) == 0
+    asm.add_spans(_trace(T1), TP, 0, now=2)  # re-read after the partition came back
+    asm.add_spans(_trace(T2)[:1], TP1, 1, now=2)  # a late span on the partition kept
+    (again,) = asm.poll(now=3)
+    assert again.trace_id == T1 and again.span_count == 3
+    assert asm.stats.late_spans == 1
+
+
 def test_trace_split_across_partitions_is_counted_once() -> None:
     asm = Assembler()
     spans = _trace(T1, 3)
