@@ -10,10 +10,12 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 from kafka import KafkaConsumer
 
 from tests.support.daemon import (
+    Traffic,
     agent_traffic,
     daemon_settings,
     daemon_thread,
@@ -95,6 +97,21 @@ def _sqlite_setup(kafka_bootstrap: str, tmp_path: Path, prefix: str) -> tuple[Pa
     return data, url, topic, group
 
 
+def _first_stored_then_file_away(
+    kafka_bootstrap: str, loop: Any, topic: str, group: str, first: Traffic, second: Traffic, data: Path
+) -> tuple[dict[int, int | None], Path]:
+    """Wait for ``first`` stored and committed, move the store's directory away, produce ``second`` and wait for
+    the loop to pause; returns the committed offsets of the first batch and where the directory went."""
+    wait_for(lambda: loop.stats.traces_scored == first.runs, 30, "first batch stored")
+    stored_ends = end_offsets(kafka_bootstrap, topic, 2)
+    wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == stored_ends, 30, "first batch committed")
+    away = data.parent / "away"
+    data.rename(away)
+    produce(kafka_bootstrap, topic, second.records)
+    wait_for(lambda: loop.paused, 20, "the loop pauses while the file is not at its path")
+    return stored_ends, away
+
+
 def test_sqlite_directory_removed_while_running_pauses_and_commits_nothing_past_what_was_stored(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -127,13 +144,7 @@ def test_sqlite_directory_moved_away_and_back_resumes_without_loss(kafka_bootstr
     with daemon_thread(daemon_settings(kafka_bootstrap, topic, group, url)) as d:
         loop = d.app.loop
         assert loop is not None
-        wait_for(lambda: loop.stats.traces_scored == first.runs, 30, "first batch stored")
-        stored_ends = end_offsets(kafka_bootstrap, topic, 2)
-        wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == stored_ends, 30, "first batch committed")
-        away = tmp_path / "away"
-        data.rename(away)
-        produce(kafka_bootstrap, topic, second.records)
-        wait_for(lambda: loop.paused, 20, "the loop pauses while the file is not at its path")
+        stored_ends, away = _first_stored_then_file_away(kafka_bootstrap, loop, topic, group, first, second, data)
         time.sleep(1.0)
         assert loop.stats.traces_scored == first.runs
         assert committed(kafka_bootstrap, group, topic, 2) == stored_ends
@@ -162,13 +173,8 @@ def test_sqlite_away_during_a_rebalance_loses_nothing_once_the_partitions_and_th
     with daemon_thread(daemon_settings(kafka_bootstrap, topic, group, url)) as d:
         loop = d.app.loop
         assert loop is not None
-        wait_for(lambda: loop.stats.traces_scored == first.runs, 30, "first batch stored")
-        stored_ends = end_offsets(kafka_bootstrap, topic, 2)
-        wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == stored_ends, 30, "first batch committed")
-        away = tmp_path / "away"
-        data.rename(away)
-        produce(kafka_bootstrap, topic, second.records)
-        wait_for(lambda: loop.paused and loop.held > 0, 20, "closed traces held while the file is away")
+        stored_ends, away = _first_stored_then_file_away(kafka_bootstrap, loop, topic, group, first, second, data)
+        wait_for(lambda: loop.held > 0, 20, "closed traces held while the file is away")
 
         other = KafkaConsumer(
             topic, bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False, session_timeout_ms=6000
