@@ -8,8 +8,8 @@ Three dashboards, all on the Prometheus metrics of ``monitor/export/metrics.py``
 * ``overview.json``  runs, pass rates, error ratios by kind, tool-selection errors, judge spend and budget;
 * ``agent.json``     one agent: tools, tool-selection error kinds by tool, parameter errors by tool, latency-budget
   breaches, score distributions per scorer;
-* ``pipeline.json``  consumer lag, commit age, dead letters, pauses by reason, store, open traces, judge backlog
-  and requests.
+* ``pipeline.json``  consumer lag, commit age, pauses by reason, record-to-result latency, unrecognized spans,
+  dead letters, store, open traces, judge backlog and requests.
 
 Every dashboard has a ``datasource`` variable (any Prometheus data source); the quality dashboards add ``agent``
 and ``tool`` (``label_values`` queries), the pipeline one ``instance``. Targets built from the metrics that
@@ -748,7 +748,8 @@ def pipeline() -> dict[str, Any]:
     board = Board(
         "atm-pipeline",
         "Agent tool monitor / Pipeline",
-        "Daemon health: Kafka consumption, lag and commits, dead letters, pauses, the assembler, the store, judges.",
+        "Daemon health: Kafka consumption, lag and commits, record-to-result latency, unrecognized spans, dead "
+        "letters, pauses, the assembler, the store, judges.",
         [
             datasource_variable(),
             query_variable(
@@ -836,6 +837,34 @@ def pipeline() -> dict[str, Any]:
             "traces on their way), dead_letter (too many unacknowledged dead letters).",
             [q(f"max by (reason) (monitor_consumer_paused{{{i}}})", "{{reason}}")],
             max_val=1,
+        ),
+    )
+    board.row(
+        "Latency and span coverage",
+        timeseries(
+            "Record-to-result latency (p50, p90, p99), by daemon",
+            "Seconds from the Kafka timestamp of a trace's last record to its results counted in the metrics "
+            "(monitor_record_to_result_seconds). A trace waits assembler.root_idle_s after its last span; the rest "
+            "is work queued inside the daemon, which the consumer lag does not show. Traces closed without a root "
+            "span wait assembler.idle_s.",
+            [
+                q(
+                    f"histogram_quantile({quantile}, sum by (instance, le) "
+                    f"(rate(monitor_record_to_result_seconds_bucket{{{i}}}[{RATE}])))",
+                    f"{{{{instance}}}} p{round(quantile * 100)}",
+                    ref,
+                )
+                for quantile, ref in ((0.5, "A"), (0.9, "B"), (0.99, "C"))
+            ],
+            unit="s",
+        ),
+        timeseries(
+            "Unrecognized spans per second, by scope",
+            "Spans no known span convention reads, in traces that gave no run of a known convention, by "
+            "instrumentation scope (the first 50 scope names, then 'other'): their agents' tool calls are missed "
+            "or read from generic evidence only. `monitor inspect --explain` on one of their records shows why.",
+            [rate_by("monitor_spans_unrecognized_total", "scope", i)],
+            stack=True,
         ),
     )
     board.row(

@@ -15,7 +15,8 @@ Prometheus convention ``level:metric:operations``: ``agent:monitor_runs_scored:r
 scored runs of each agent over one hour.
 
 ``--scale`` multiplies every duration (rate windows, baseline window and offset, ``for:``, the "per hour"
-volume floors and the commit-age threshold) and keeps everything else, names included. The end-to-end test
+volume floors and the commit-age threshold) and keeps everything else, names included; the record-to-result
+latency threshold stays as well (the daemon's own latency does not change with the rules' clock). The end-to-end test
 renders the rules with a small scale so that a real Prometheus walks through hours of alerting in seconds.
 """
 
@@ -88,6 +89,18 @@ class Options:
     """Age of a partition's last commit, while it has records to consume, that alerts."""
     dead_letter_ratio: float = 0.01
     """Share of consumed records sent to the dead-letter topic over 15 m that alerts."""
+    record_to_result_p99_seconds: float = 10.0
+    """99th percentile of a daemon's record-to-result latency over 10 m that alerts: ``assembler.root_idle_s`` (5 s
+    by default, the floor of every trace) plus 5 s of queueing. Seconds of the daemon's own latency, so ``scale``
+    leaves it alone; with another root_idle_s, render with that plus 5."""
+    min_traces_per_hour: float = 600
+    """Daemons counting fewer traces per hour (over the 10 m window) raise no latency alert: the p99 of a handful of
+    traces is their slowest one (a trace re-read after a restart, one closed rootless after ``idle_s``)."""
+    unrecognized_span_ratio: float = 0.05
+    """Share of the spans a job decoded over 15 m that are of one instrumentation scope and read by no known span
+    convention, that alerts."""
+    min_spans_per_hour: float = 500
+    """Jobs decoding fewer spans per hour raise no unrecognized-span alert."""
     job_selector: str = 'job=~".*agent-tool-monitor.*"'
     """Label matchers of the daemons' scrape job in ``up`` (the chart's ServiceMonitor: job="agent-tool-monitor")."""
     grafana_url: str = "https://grafana.example.com"
@@ -105,6 +118,10 @@ class Options:
                 raise ValueError(f"objective of {name}: {value} is not strictly between 0 and 1")
         if self.scale <= 0:
             raise ValueError(f"scale must be positive, not {self.scale}")
+        if self.record_to_result_p99_seconds <= 0:
+            raise ValueError(f"record_to_result_p99_seconds must be positive, not {self.record_to_result_p99_seconds}")
+        if not 0 < self.unrecognized_span_ratio < 1:
+            raise ValueError(f"unrecognized_span_ratio {self.unrecognized_span_ratio} is not strictly between 0 and 1")
         _seconds(self.commit_stall)
         for key in self.labels:
             if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", key) or key == "severity":
@@ -151,6 +168,9 @@ _FIRST_PERCENT: Final = (
 _FIRST_COUNT: Final = (
     '{{{{ with query (printf `{query}` {args}) }}}}{{{{ . | first | value | printf "%.0f" }}}}{{{{ end }}}}'
 )
+_FIRST_DURATION: Final = (
+    "{{{{ with query (printf `{query}` {args}) }}}}{{{{ . | first | value | humanizeDuration }}}}{{{{ end }}}}"
+)
 _LIST: Final = (
     "{{{{ range $i, $s := query (printf `{query}` {args}) }}}}{{{{ if $i }}}}, {{{{ end }}}}{item}{{{{ end }}}}"
 )
@@ -163,6 +183,11 @@ def _first_percent(query: str, *args: str) -> str:
 
 def _first_count(query: str, *args: str) -> str:
     return _FIRST_COUNT.format(query=query, args=" ".join(args))
+
+
+def _first_duration(query: str, *args: str) -> str:
+    """Template text: the first value of ``query`` (seconds) as a duration (``5.6s``, ``1m 3s``), or nothing."""
+    return _FIRST_DURATION.format(query=query, args=" ".join(args))
 
 
 def _list(query: str, item: str, *args: str) -> str:
@@ -552,6 +577,7 @@ sum by (judge, reason) (increase(monitor_judge_runs_dropped_total{{reason=~"back
         o, d = self.o, self.d
         sel = o.job_selector
         pipeline_instance = DASHBOARDS["pipeline"] + "?var-instance={{ $labels.instance | urlquery }}"
+        latency_count = f"sum by (job, instance) (rate(monitor_record_to_result_seconds_count[{d('10m')}]))"
         return [
             self.alert(
                 "AgentToolMonitorConsumerLagHigh",
@@ -564,6 +590,36 @@ sum by (topic) (max by (topic, partition) (monitor_consumer_lag_records))
                 "The daemons are {{ $value | humanize }} records behind the end of topic {{ $labels.topic }} (summed "
                 "over its partitions): runs are scored late, so quality alerts fire late too.",
                 DASHBOARDS["pipeline"],
+            ),
+            self.alert(
+                "AgentToolMonitorRecordToResultLatencyHigh",
+                f"""
+histogram_quantile(0.99, sum by (job, instance, le) (rate(monitor_record_to_result_seconds_bucket[{d("10m")}])))
+  > {_num(o.record_to_result_p99_seconds)}
+and on (job, instance)
+{self.per_hour(latency_count, o.min_traces_per_hour)}""",
+                "15m",
+                "warning",
+                "Results of {{ $labels.instance }} come {{ $value | humanizeDuration }} after their records (p99)",
+                "On the daemon {{ $labels.instance }} (job {{ $labels.job }}), 1 trace in 100 over the last 10 "
+                "minutes had its results counted more than {{ $value | humanizeDuration }} after the Kafka timestamp "
+                f"of its last record (p99; alerts above {_num(o.record_to_result_p99_seconds)} s; the median is "
+                + _first_duration(
+                    "histogram_quantile(0.5, sum by (le) (rate(monitor_record_to_result_seconds_bucket"
+                    f"{{job=%q, instance=%q}}[{d('10m')}])))",
+                    "$labels.job",
+                    "$labels.instance",
+                )
+                + ", over "
+                + _first_count(
+                    f"sum(increase(monitor_record_to_result_seconds_count{{job=%q, instance=%q}}[{d('10m')}]))",
+                    "$labels.job",
+                    "$labels.instance",
+                )
+                + " traces). A trace waits assembler.root_idle_s after its last span; the rest is work queued inside "
+                "the daemon, which the consumer lag does not show: runs are scored late, so quality alerts fire late "
+                "too.",
+                pipeline_instance,
             ),
             self.alert(
                 "AgentToolMonitorCommitsStalled",
@@ -601,6 +657,29 @@ sum by (job) (rate(monitor_records_dead_lettered_total[{d("15m")}]))
                     "$labels.job",
                 )
                 + ".",
+                DASHBOARDS["pipeline"],
+            ),
+            self.alert(
+                "AgentToolMonitorSpansUnrecognized",
+                f"""
+sum by (job, scope) (rate(monitor_spans_unrecognized_total[{d("15m")}]))
+  / on (job) group_left () sum by (job) (rate(monitor_spans_decoded_total[{d("15m")}]))
+  > {_num(o.unrecognized_span_ratio)}
+and on (job)
+{self.per_hour(f"sum by (job) (rate(monitor_spans_decoded_total[{d('15m')}]))", o.min_spans_per_hour)}""",
+                "30m",
+                "warning",
+                "No span convention reads the spans of scope {{ $labels.scope }}",
+                "{{ $value | humanizePercentage }} of the spans {{ $labels.job }} decoded over the last 15 minutes ("
+                + _first_count(
+                    f"sum(increase(monitor_spans_unrecognized_total{{job=%q, scope=%q}}[{d('15m')}]))",
+                    "$labels.job",
+                    "$labels.scope",
+                )
+                + " spans) are of instrumentation scope {{ $labels.scope }} and read by no known span convention: "
+                "their traces give no run, or a generic one from guessed keys, so the tool calls of the agents behind "
+                "them are missed or half read and their quality alerts may never fire. `monitor inspect --explain` on "
+                "one of their records shows span by span what is missing.",
                 DASHBOARDS["pipeline"],
             ),
             self.alert(
@@ -655,7 +734,9 @@ _GROUP_COMMENTS: Final = {
     "agent-tool-monitor.quality.rules": "Parameter errors per call by agent and tool; scorers' pass rates; baselines.",
     "agent-tool-monitor.quality.alerts": "Pages and tickets about agents' tool use and the scorers.",
     "agent-tool-monitor.judges.alerts": "LLM judges: budget, API errors, dropped runs.",
-    "agent-tool-monitor.pipeline.alerts": "The daemon: Kafka lag and commits, dead letters, store, scrape.",
+    "agent-tool-monitor.pipeline.alerts": (
+        "The daemon: Kafka lag and commits, record-to-result latency, dead letters, unrecognized spans, store, scrape."
+    ),
 }
 
 

@@ -2,9 +2,10 @@
 
 Real parts: the daemon in a thread (Tansu broker, kafka-python, SQLite store, its HTTP ``/metrics``), the demo's
 simulated agents (:class:`monitor.demo.traffic.TrafficGenerator`, 10 % malformed records so the dead-letter panels
-have data) with the demo's rules plus an LLM judge (``judge_tool_selection`` on flagged runs, against the local
-:class:`~monitor.testing.FakeAnthropic`, with USD and request budgets, so the judge panels have data), and the Debian
-``prometheus`` server on loopback scraping the daemon every second with exemplar storage on.
+have data; beside them a few traces a second of an instrumentation no span convention reads, so the unrecognized
+spans panel has data) with the demo's rules plus an LLM judge (``judge_tool_selection`` on flagged runs, against the
+local :class:`~monitor.testing.FakeAnthropic`, with USD and request budgets, so the judge panels have data), and the
+Debian ``prometheus`` server on loopback scraping the daemon every second with exemplar storage on.
 
 The traffic opens with a burst of runs while the loop's limit of closed traces on their way
 (``monitor.app.MAX_HELD``) is lowered to 20, so consumption pauses for ``backlog`` once and the pause panels have
@@ -32,8 +33,14 @@ from typing import Any, Final
 
 import pytest
 from kafka import KafkaProducer
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from monitor.demo.traffic import TrafficGenerator
+from monitor.ingest.encode import encode, split_by_trace
 from monitor.testing import FakeAnthropic
 from monitor.testing.fake_anthropic import Turn
 from tests.deploy.test_dashboards import (
@@ -58,13 +65,39 @@ BURST: Final = 300
 RUNS_PER_SECOND: Final = 20
 DEADLINE_S: Final = 120.0
 MODES: Final = ("as_opened", "one_value")
+UNKNOWN_SCOPE: Final = "com.example.rag"
+"""An instrumentation no span convention reads: its traces count in ``monitor_spans_unrecognized_total``."""
+UNKNOWN_PER_SECOND: Final = 2
 
 
 # ---------------------------------------------------------------------------------------------------------- the stack
 
 
+class UnknownFramework:
+    """Traces of a retrieval service instrumented with :data:`UNKNOWN_SCOPE` (no agent, model or tool keys), one
+    OTLP protobuf record per trace keyed by its trace id."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": "rag-service"}))
+        provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.tracer = provider.get_tracer(UNKNOWN_SCOPE, "2.0")
+
+    def records(self, n: int) -> list[tuple[bytes, bytes]]:
+        self.exporter.clear()
+        for _ in range(n):
+            with (
+                self.tracer.start_as_current_span("rag.pipeline"),
+                self.tracer.start_as_current_span("retrieve", attributes={"rag.query": "weather", "rag.top_k": 3}),
+            ):
+                pass
+        request = encode_spans(self.exporter.get_finished_spans())
+        return [(trace_id.encode(), encode(part, "otlp_proto")) for trace_id, part in split_by_trace(request)]
+
+
 class Traffic:
-    """The demo's simulated agents on the topic: one burst, then ``RUNS_PER_SECOND`` until stopped."""
+    """The demo's simulated agents on the topic: one burst, then ``RUNS_PER_SECOND`` until stopped; and
+    ``UNKNOWN_PER_SECOND`` traces of :class:`UnknownFramework` a second."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.bootstrap, self.topic = bootstrap, topic
@@ -75,11 +108,14 @@ class Traffic:
     def _run(self) -> None:
         producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks=1, linger_ms=20)
         generator = TrafficGenerator(seed=12, malformed_ratio=0.1)
+        unknown = UnknownFramework()
         try:
             size = BURST
             while not self.stop.is_set():
                 for record in generator.batch(size):
                     producer.send(self.topic, key=record.key, value=record.value)
+                for key, value in unknown.records(UNKNOWN_PER_SECOND):
+                    producer.send(self.topic, key=key, value=value)
                 producer.flush(30)
                 size = RUNS_PER_SECOND
                 self.stop.wait(1.0)

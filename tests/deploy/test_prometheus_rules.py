@@ -87,25 +87,29 @@ def test_promtool_unit_tests(path: Path) -> None:
 def test_promtool_unit_tests_catch_a_changed_threshold(rules_generator: ModuleType, tmp_path: Path) -> None:
     """Guard against vacuous tests: the same unit tests against rules rendered with other thresholds fail."""
     opts = rules_generator.Options
-    mutants = {
-        "pipeline.yaml": opts(lag_records=12000),
-        "judges.yaml": opts(judge_error_ratio=0.45),
-        "quality.yaml": opts(pass_rate_drop=0.05),
-        "tool_selection.yaml": opts(min_runs_per_hour=40),
-        "tool_selection_fast_burn.yaml": opts(objective=0.94),
-    }
+    mutants = [
+        ("pipeline.yaml", opts(lag_records=12000)),
+        ("pipeline.yaml", opts(record_to_result_p99_seconds=15)),
+        ("pipeline.yaml", opts(min_traces_per_hour=500)),
+        ("pipeline.yaml", opts(unrecognized_span_ratio=0.02)),
+        ("pipeline.yaml", opts(min_spans_per_hour=400)),
+        ("judges.yaml", opts(judge_error_ratio=0.45)),
+        ("quality.yaml", opts(pass_rate_drop=0.05)),
+        ("tool_selection.yaml", opts(min_runs_per_hour=40)),
+        ("tool_selection_fast_burn.yaml", opts(objective=0.94)),
+    ]
 
-    def run(item: tuple[str, Any]) -> tuple[str, subprocess.CompletedProcess[str]]:
-        name, options = item
-        workdir = tmp_path / name.removesuffix(".yaml")
+    def run(item: tuple[int, tuple[str, Any]]) -> tuple[str, Any, subprocess.CompletedProcess[str]]:
+        i, (name, options) = item
+        workdir = tmp_path / f"{i}-{name.removesuffix('.yaml')}"
         (workdir / "tests").mkdir(parents=True)
         (workdir / "rules.yaml").write_text(rules_generator.render(options))
         shutil.copy(PROMETHEUS_DIR / "tests" / name, workdir / "tests" / name)
-        return name, promtool("test", "rules", name, cwd=workdir / "tests")
+        return name, options, promtool("test", "rules", name, cwd=workdir / "tests")
 
     with ThreadPoolExecutor(len(mutants)) as pool:
-        for name, proc in pool.map(run, mutants.items()):
-            assert proc.returncode != 0 and "FAILED" in proc.stdout + proc.stderr, f"{name} passed: {mutants[name]}"
+        for name, options, proc in pool.map(run, enumerate(mutants)):
+            assert proc.returncode != 0 and "FAILED" in proc.stdout + proc.stderr, f"{name} passed: {options}"
 
 
 def test_promtool_checks_the_scaled_rules_of_the_end_to_end_test(rules_generator: ModuleType, tmp_path: Path) -> None:
