@@ -1,8 +1,11 @@
 """Versioned schema migrations (Alembic), run programmatically: no ``alembic.ini`` at runtime.
 
-The revisions live in ``monitor/store/migrations/versions``. On PostgreSQL an upgrade holds a transaction-level
-advisory lock, so replicas starting together migrate once (the others wait, then find the schema at head);
-PostgreSQL DDL is transactional, so a failed upgrade leaves the previous schema.
+The revisions live in ``monitor/store/migrations/versions``. Replicas starting together migrate once: the others
+wait, then find the schema at head. On PostgreSQL an upgrade holds a transaction-level advisory lock; on SQLite it
+runs in one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock at once (the others wait for it
+within the busy timeout). Without it the sqlite3 module runs each DDL statement in autocommit, so a second
+process saw the first one's tables before its ``alembic_version`` row and failed with ``table runs already
+exists``. DDL is transactional on both, so a failed upgrade leaves the previous schema.
 """
 
 from __future__ import annotations
@@ -42,16 +45,22 @@ def current_revision(engine: sa.Engine) -> str | None:
 
 
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
-    """Apply the migrations up to ``revision`` (one transaction; serialised across processes on PostgreSQL)."""
+    """Apply the migrations up to ``revision`` (one transaction, serialised across processes)."""
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+        _serialise(conn)
         command.upgrade(alembic_config(conn), revision)
 
 
 def downgrade(engine: sa.Engine, revision: str = "base") -> None:
     """Revert the migrations down to ``revision`` (``base``: drop every table of the store)."""
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+        _serialise(conn)
         command.downgrade(alembic_config(conn), revision)
+
+
+def _serialise(conn: sa.Connection) -> None:
+    """Make this transaction the only one migrating the database until it ends (module docstring)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+    elif conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
