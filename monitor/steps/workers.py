@@ -37,6 +37,8 @@ import multiprocessing
 import operator
 import os
 import pickle
+import signal
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence, Set
@@ -161,15 +163,44 @@ class TraceWorker:
 _worker: TraceWorker | None = None
 
 
+PARENT_CHECK_S = 1.0
+"""How often a worker checks that the daemon's process is still its parent."""
+
+
 def start_worker(settings: Settings) -> None:
-    """A worker process's initializer: build its :class:`TraceWorker`, then move the startup heap out of the
-    collector's way (as the daemon does)."""
+    """A worker process's initializer: leave the stopping to the daemon's process, build its :class:`TraceWorker`,
+    then move the startup heap out of the collector's way (as the daemon does).
+
+    * SIGINT and SIGTERM are ignored. A terminal's Ctrl-C reaches the whole process group and systemd's default
+      ``KillMode`` signals every process of the unit: a worker dying of it would break the pool in the middle of the
+      daemon's drain (the pool restarted, its batches sent again or rejected). The daemon's process drains through
+      its workers, then shuts the pool down.
+    * A worker whose parent is gone (the daemon killed with SIGKILL, or out of memory) exits within
+      :data:`PARENT_CHECK_S`: its pipes stay open while the other workers hold them, so it would otherwise wait for
+      work forever.
+    """
     import gc
 
     global _worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _exit_with_parent(os.getppid())
     _worker = TraceWorker(settings)
     gc.collect()
     gc.freeze()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit this process (at once, nothing to flush: its work is held by the daemon) when ``parent`` stops being its
+    parent process."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_CHECK_S)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _started() -> int:

@@ -155,8 +155,9 @@ def daemon_thread(settings: Settings) -> Iterator[DaemonThread]:
             d.thread.join(30)
 
 
-def spawn_daemon(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m monitor run --config FILE`` as a subprocess (stdout+stderr to ``log``)."""
+def spawn_daemon(config: Path, log: Path, *, new_session: bool = False) -> subprocess.Popen[bytes]:
+    """``python -m monitor run --config FILE`` as a subprocess (stdout+stderr to ``log``); ``new_session``: in a
+    process group of its own (and its children's), which a signal can be sent to as a terminal's Ctrl-C does."""
     env = dict(os.environ)
     env.pop("MONITOR_CONFIG", None)
     env["PYTHONWARNINGS"] = "ignore::DeprecationWarning"
@@ -167,6 +168,7 @@ def spawn_daemon(config: Path, log: Path) -> subprocess.Popen[bytes]:
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=new_session,
         )
 
 
