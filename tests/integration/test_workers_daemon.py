@@ -5,7 +5,8 @@ container runtime signals.
   to every process of the unit: the workers get the signal too. They leave the stopping to the daemon's process,
   which drains through them (no worker dies, the pool is not restarted, nothing is rejected) and exits 0; what it
   had not stored is read again by the next process, every run stored once.
-* **kill -9 of the daemon's process** leaves no worker behind: they notice their parent is gone and exit.
+* **kill -9 of the daemon's process** leaves no worker behind: they notice their parent is gone and exit. The next
+  process (with workers too) re-reads what the first had not committed and stores every run exactly once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from tests.support.daemon import (
     daemon_settings,
     duplicate_result_keys,
     http_status,
+    metric_sum,
     names,
+    scrape,
     spawn_daemon,
     store_counts,
     wait_for,
@@ -96,19 +99,27 @@ def test_a_signal_to_the_whole_process_group_drains_through_the_workers_and_lose
     assert duplicate_result_keys(url) == 0
 
 
-def test_kill_9_of_the_daemon_leaves_no_worker_behind(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_kill_9_of_the_daemon_leaves_no_worker_behind_and_the_next_one_stores_every_run_once(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
     topic, group = names("workers-kill9")
     create_topics(kafka_bootstrap, {topic: 2})
+    traffic = agent_traffic(30, seed=62)
     url = f"sqlite:///{tmp_path / 'results.db'}"
-    settings = daemon_settings(kafka_bootstrap, topic, group, url, http={"port": free_port()}, workers=WORKERS)
-    proc = spawn_daemon(write_config(tmp_path / "daemon.yaml", settings), tmp_path / "daemon.log", new_session=True)
+    log = tmp_path / "daemon.log"
+    # the first process never reaches its commit timer: everything it stored is re-read by the second
+    no_commits = {"commit_interval_s": 3600}
+    first = daemon_settings(
+        kafka_bootstrap, topic, group, url, http={"port": free_port()}, workers=WORKERS, kafka=no_commits
+    )
+    proc = spawn_daemon(write_config(tmp_path / "first.yaml", first), log, new_session=True)
     try:
         daemon = psutil.Process(proc.pid)
         wait_for(lambda: len(_workers(daemon)) == 2, 60, "two worker processes")
         workers = _workers(daemon)
-        produce(kafka_bootstrap, topic, agent_traffic(10, seed=62).records)
-        wait_for(lambda: store_counts(url)[0] >= 1, 60, "the daemon stores runs")
-        proc.kill()
+        produce(kafka_bootstrap, topic, traffic.records)
+        wait_for(lambda: store_counts(url)[0] >= 5, 60, "the daemon stores runs")
+        proc.kill()  # SIGKILL mid-stream, batches in the workers
         proc.wait(10)
         started = time.monotonic()
         _gone, alive = psutil.wait_procs(workers, timeout=15)
@@ -119,3 +130,22 @@ def test_kill_9_of_the_daemon_leaves_no_worker_behind(kafka_bootstrap: str, tmp_
         for p in psutil.Process().children(recursive=True):  # nothing of this test may outlive it
             if p.pid != os.getpid() and "spawn_main" in " ".join(p.cmdline()):
                 p.kill()
+
+    stored_before = store_counts(url)[0]
+    port = free_port()
+    second = daemon_settings(kafka_bootstrap, topic, group, url, http={"port": port}, workers=WORKERS)
+    proc = spawn_daemon(write_config(tmp_path / "second.yaml", second), log)
+    try:
+        wait_for(lambda: _ready(port), 60, "the second daemon ready")
+        wait_for(lambda: store_counts(url)[0] == traffic.runs, 60, "every run stored")
+        ends = end_offsets(kafka_bootstrap, topic, 2)
+        wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == ends, 20, "offsets committed to the end")
+        # counted once: the second process counts only the runs the first had not stored
+        assert metric_sum(scrape(port), "monitor_runs_scored_total") == traffic.runs - stored_before
+        proc.terminate()
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert store_counts(url)[0] == traffic.runs
+    assert duplicate_result_keys(url) == 0
