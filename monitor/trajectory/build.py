@@ -45,6 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from monitor.trajectory.keytable import pydantic_output_tools
 from monitor.trajectory.model import (
     ABSENT,
     CallKind,
@@ -67,7 +68,7 @@ from monitor.trajectory.normalize import (
     normalize,
     normalize_agent_content,
 )
-from monitor.trajectory.semconv import FrameworkTools, ModelCallIdentity, Monitor, ReAct, Traceloop
+from monitor.trajectory.semconv import FrameworkTools, ModelCallIdentity, Monitor, PydanticAI, ReAct, Traceloop
 from monitor.trajectory.spans import STATUS_ERROR, LogEvent, SpanRecord
 from monitor.trajectory.view import order_key
 
@@ -534,10 +535,15 @@ def react_answer(text: str | None) -> str | None:
 
 
 def _framework_tools(acc: _RunAcc) -> frozenset[str]:
-    """Names of the framework's own tools (``FrameworkTools``) for the scopes of the run's spans."""
+    """Names of the framework's own tools: by the scopes of the run's spans (``FrameworkTools``), and the output
+    tools pydantic-ai's model spans say they offered (``model_request_parameters.output_tools``)."""
     names: frozenset[str] = frozenset()
     for scope in {f.span.scope_name for f in acc.spans}:
         names |= FrameworkTools.BY_SCOPE.get(scope, frozenset())
+    for f in acc.spans:
+        params = f.span.attributes.get(PydanticAI.MODEL_REQUEST_PARAMETERS)
+        if params is not None:
+            names |= pydantic_output_tools(params)
     return names
 
 

@@ -514,6 +514,17 @@ def pydantic_function_tools(value: Any) -> tuple[ToolDef, ...] | None:
     return _tool_list(value, "function_tools", PydanticAI.MODEL_REQUEST_PARAMETERS)
 
 
+def pydantic_output_tools(value: Any) -> frozenset[str]:
+    """Names in ``model_request_parameters.output_tools``: the tools pydantic-ai offers the model to end a run with
+    its structured output (``output_type``; ``final_result`` by default, ``final_result_<Type>`` with several output
+    types, or the name a ``ToolOutput`` gives). Its control flow, not the user's tools."""
+    params = loads(value)
+    tools = params.get("output_tools") if isinstance(params, Mapping) else None
+    if not isinstance(tools, list):
+        return frozenset()
+    return frozenset(t["name"] for t in tools if isinstance(t, Mapping) and isinstance(t.get("name"), str))
+
+
 def adk_request_tools(value: Any) -> tuple[ToolDef, ...] | None:
     """``llm_request.config.tools`` (§4.1)."""
     request = loads(value)
