@@ -46,6 +46,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from monitor.ingest.replay import ReplayGuard
@@ -66,7 +67,16 @@ from monitor.store.kept import RunKeeper
 from monitor.trajectory.assembler import ClosedTrace
 from monitor.trajectory.model import Run
 
-__all__ = ["DeferredJudges", "JudgeRequest", "TraceOutcome", "TraceWorker", "WorkersStep", "start_worker"]
+__all__ = [
+    "DeferredJudges",
+    "JudgeRequest",
+    "TraceOutcome",
+    "TraceWorker",
+    "WorkersStep",
+    "crowded_cpus",
+    "start_worker",
+    "usable_cpus",
+]
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +262,41 @@ def compact_dumps(obj: Any) -> bytes:
     return buffer.getvalue()
 
 
+# ---------------------------------------------------------------------------------------------------- CPUs
+
+
+def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> float:
+    """The CPUs this process may use: the CPUs it may run on (its affinity), capped by a CPU quota of its cgroup
+    (v2 ``cpu.max``, v1 ``cpu/cpu.cfs_quota_us`` over ``cfs_period_us``), which is what Kubernetes makes of a pod's
+    CPU limit. ``os.cpu_count()`` counts the node's CPUs instead."""
+    cpus = float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    quota: float | None = None
+    with contextlib.suppress(OSError, ValueError):
+        limit, period = (cgroup / "cpu.max").read_text().split()[:2]
+        if limit != "max":
+            quota = int(limit) / int(period)
+    if quota is None:
+        with contextlib.suppress(OSError, ValueError):
+            limit_us = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
+            if limit_us > 0:
+                quota = limit_us / int((cgroup / "cpu" / "cpu.cfs_period_us").read_text())
+    return min(cpus, quota) if quota is not None and quota > 0 else cpus
+
+
+def crowded_cpus(processes: int, cpus: float) -> str | None:
+    """The warning for ``workers.processes`` workers on ``cpus`` CPUs, None while the workers do not outnumber the
+    CPUs. Past that they only take turns (each holding its own interpreter's memory); up to it they still gain, as
+    the daemon's own process is not busy all the time (2 workers on 2 CPUs gave 1.27× one, ``bench/pipeline.py``)."""
+    if processes <= cpus:
+        return None
+    fit = max(1, int(cpus))
+    return (
+        f"workers.processes is {processes}, but this process may use {cpus:g} CPUs: the workers take turns on them "
+        f"and each holds an interpreter's memory. Set workers.processes to {fit}, or give the pod "
+        f"{processes + 1} CPUs (workers.processes + 1)"
+    )
+
+
 # ---------------------------------------------------------------------------------------------------- daemon side
 
 
@@ -347,6 +392,9 @@ class WorkersStep:
         for future in futures:
             pids.add(future.result(timeout=max(0.0, deadline - time.monotonic())))
         log.info("%d worker processes started", len(pids))
+        crowded = crowded_cpus(self.processes, usable_cpus())
+        if crowded is not None:
+            log.warning("%s", crowded)
 
     def _send(self, batch: _Batch) -> None:
         try:

@@ -166,3 +166,48 @@ def test_what_a_worker_sends_back_reads_back_equal(tmp_path: Path) -> None:
     outcomes = [worker.handle(closed) for closed in asm.drain(0.0)]
     assert sum(len(o.rows) for o in outcomes) > 500 and sum(len(o.kept) for o in outcomes) > 50
     assert pickle.loads(compact_dumps(outcomes)) == outcomes
+
+
+def test_usable_cpus_reads_the_cgroup_quota_kubernetes_sets_from_a_cpu_limit(tmp_path: Path) -> None:
+    from monitor.steps.workers import usable_cpus
+
+    affinity = float(len(os.sched_getaffinity(0)))
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("50000 100000\n")  # limits.cpu: 500m
+    assert usable_cpus(v2) == min(affinity, 0.5)
+    (v2 / "cpu.max").write_text("max 100000\n")  # no limit
+    assert usable_cpus(v2) == affinity
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("25000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert usable_cpus(v1) == min(affinity, 0.25)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")  # v1: no limit
+    assert usable_cpus(v1) == affinity
+    assert usable_cpus(tmp_path / "none") == affinity  # no cgroup files: the affinity alone
+
+
+def test_more_workers_than_cpus_is_warned_at_start_with_the_key_the_value_and_the_fix(
+    tmp_path: Path, caplog: Any
+) -> None:
+    from monitor.steps.workers import crowded_cpus, usable_cpus
+
+    assert crowded_cpus(2, 2.0) is None and crowded_cpus(1, 0.5) is not None
+    message = crowded_cpus(4, 2.0)
+    assert message is not None and "workers.processes is 4" in message and "Set workers.processes to 2" in message
+    from monitor.ingest.replay import ReplayGuard
+
+    processes = int(usable_cpus()) + 1  # one more than this machine gives the test
+    settings = make_settings(tmp_path, workers={"processes": processes})
+    store = open_store(settings.store)
+    step = WorkersStep(Collect(), settings, guard=ReplayGuard(store), sampling=None, clock=time.monotonic)
+    try:
+        with caplog.at_level("WARNING", logger="monitor.steps.workers"):
+            step.start()
+        assert [r.getMessage() for r in caplog.records if "workers.processes is" in r.getMessage()] == [
+            crowded_cpus(processes, usable_cpus())
+        ]
+    finally:
+        step.close()
+        store.close()
