@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -56,6 +58,43 @@ def _workers(proc: psutil.Process) -> list[psutil.Process]:
     return out
 
 
+def _start_with_workers(config: Path, log: Path) -> tuple[subprocess.Popen[bytes], list[psutil.Process]]:
+    """``monitor run`` in a process group of its own, once its two workers are up; and the workers."""
+    proc = spawn_daemon(config, log, new_session=True)
+    try:
+        daemon = psutil.Process(proc.pid)
+        wait_for(lambda: len(_workers(daemon)) == 2, 60, "two worker processes")
+        return proc, _workers(daemon)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+
+
+def _next_daemon_finishes(
+    kafka_bootstrap: str, topic: str, group: str, url: str, config: Path, log: Path, runs: int, **sections: Any
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A second ``monitor run`` reads what the first left: every run stored, offsets committed to the end, a clean
+    stop. Returns its metrics as scraped before the stop."""
+    port = free_port()
+    proc = spawn_daemon(
+        write_config(config, daemon_settings(kafka_bootstrap, topic, group, url, http={"port": port}, **sections)), log
+    )
+    try:
+        wait_for(lambda: _ready(port), 60, "the next daemon ready")
+        wait_for(lambda: store_counts(url)[0] == runs, 60, "every run stored")
+        ends = end_offsets(kafka_bootstrap, topic, 2)
+        wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == ends, 20, "offsets committed to the end")
+        metrics = scrape(port)
+        proc.terminate()
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert store_counts(url)[0] == runs
+    assert duplicate_result_keys(url) == 0
+    return metrics
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_the_whole_process_group_drains_through_the_workers_and_loses_nothing(
     kafka_bootstrap: str, tmp_path: Path, signum: signal.Signals
@@ -66,11 +105,8 @@ def test_a_signal_to_the_whole_process_group_drains_through_the_workers_and_lose
     url = f"sqlite:///{tmp_path / 'results.db'}"
     log = tmp_path / "daemon.log"
     settings = daemon_settings(kafka_bootstrap, topic, group, url, http={"port": free_port()}, workers=WORKERS)
-    proc = spawn_daemon(write_config(tmp_path / "first.yaml", settings), log, new_session=True)
+    proc, workers = _start_with_workers(write_config(tmp_path / "first.yaml", settings), log)
     try:
-        daemon = psutil.Process(proc.pid)
-        wait_for(lambda: len(_workers(daemon)) == 2, 60, "two worker processes")
-        workers = _workers(daemon)
         produce(kafka_bootstrap, topic, traffic.records)
         wait_for(lambda: store_counts(url)[0] >= 5, 60, "the daemon stores runs")
         os.killpg(proc.pid, signum)  # the daemon and its workers, as Ctrl-C or systemd do
@@ -83,20 +119,7 @@ def test_a_signal_to_the_whole_process_group_drains_through_the_workers_and_lose
     _gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, f"workers left behind: {alive}"
 
-    port = free_port()
-    second = daemon_settings(kafka_bootstrap, topic, group, url, http={"port": port})
-    proc = spawn_daemon(write_config(tmp_path / "second.yaml", second), log)
-    try:
-        wait_for(lambda: _ready(port), 60, "the second daemon ready")
-        wait_for(lambda: store_counts(url)[0] == traffic.runs, 60, "every run stored")
-        ends = end_offsets(kafka_bootstrap, topic, 2)
-        wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == ends, 20, "offsets committed to the end")
-        proc.terminate()
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert duplicate_result_keys(url) == 0
+    _next_daemon_finishes(kafka_bootstrap, topic, group, url, tmp_path / "second.yaml", log, traffic.runs)
 
 
 def test_kill_9_of_the_daemon_leaves_no_worker_behind_and_the_next_one_stores_every_run_once(
@@ -112,11 +135,8 @@ def test_kill_9_of_the_daemon_leaves_no_worker_behind_and_the_next_one_stores_ev
     first = daemon_settings(
         kafka_bootstrap, topic, group, url, http={"port": free_port()}, workers=WORKERS, kafka=no_commits
     )
-    proc = spawn_daemon(write_config(tmp_path / "first.yaml", first), log, new_session=True)
+    proc, workers = _start_with_workers(write_config(tmp_path / "first.yaml", first), log)
     try:
-        daemon = psutil.Process(proc.pid)
-        wait_for(lambda: len(_workers(daemon)) == 2, 60, "two worker processes")
-        workers = _workers(daemon)
         produce(kafka_bootstrap, topic, traffic.records)
         wait_for(lambda: store_counts(url)[0] >= 5, 60, "the daemon stores runs")
         proc.kill()  # SIGKILL mid-stream, batches in the workers
@@ -132,20 +152,8 @@ def test_kill_9_of_the_daemon_leaves_no_worker_behind_and_the_next_one_stores_ev
                 p.kill()
 
     stored_before = store_counts(url)[0]
-    port = free_port()
-    second = daemon_settings(kafka_bootstrap, topic, group, url, http={"port": port}, workers=WORKERS)
-    proc = spawn_daemon(write_config(tmp_path / "second.yaml", second), log)
-    try:
-        wait_for(lambda: _ready(port), 60, "the second daemon ready")
-        wait_for(lambda: store_counts(url)[0] == traffic.runs, 60, "every run stored")
-        ends = end_offsets(kafka_bootstrap, topic, 2)
-        wait_for(lambda: committed(kafka_bootstrap, group, topic, 2) == ends, 20, "offsets committed to the end")
-        # counted once: the second process counts only the runs the first had not stored
-        assert metric_sum(scrape(port), "monitor_runs_scored_total") == traffic.runs - stored_before
-        proc.terminate()
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert store_counts(url)[0] == traffic.runs
-    assert duplicate_result_keys(url) == 0
+    metrics = _next_daemon_finishes(
+        kafka_bootstrap, topic, group, url, tmp_path / "second.yaml", log, traffic.runs, workers=WORKERS
+    )
+    # counted once: the second process counts only the runs the first had not stored
+    assert metric_sum(metrics, "monitor_runs_scored_total") == traffic.runs - stored_before
