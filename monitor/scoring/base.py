@@ -545,30 +545,9 @@ class Scorer(abc.ABC, Generic[P]):
     ) -> ScoreResult:
         # positional, in ScoreResult's field order (tests/scoring/test_base.py checks it field by field)
         if run is None:
-            return ScoreResult(
-                self.id,
-                self.kind,
-                self.version,
-                status,
-                score,
-                threshold,
-                passed,
-                reason,
-                degraded,
-                issues,
-                details,
-                self.params_json,
-                self.params_hash,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                scored_at,
-            )
+            trace_id = run_id = agent = conversation_id = None
+        else:
+            trace_id, run_id, agent, conversation_id = run.trace_id, run.run_id, run.agent, run.conversation_id
         return ScoreResult(
             self.id,
             self.kind,
@@ -584,10 +563,10 @@ class Scorer(abc.ABC, Generic[P]):
             self.params_json,
             self.params_hash,
             None,
-            run.trace_id,
-            run.run_id,
-            run.agent,
-            run.conversation_id,
+            trace_id,
+            run_id,
+            agent,
+            conversation_id,
             None,
             None,
             None,
